@@ -1,0 +1,65 @@
+"""Fast TFDS builders for Cats vs Dogs and Stanford Dogs."""
+
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="fast-image-tfds",
+    version="1.0.0",
+    description=(
+        "TFDS builders for Cats vs Dogs and Stanford Dogs with a fast tf.data reader "
+        "(interleave, parallel decode, uint8 cache, prefetch)."
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.13",
+    packages=[
+        "fast_tfds",
+        "fast_tfds.checksums",
+        "cats_vs_dogs_fast",
+        "stanford_dogs_tfrecord",
+    ],
+    # The registered checksums live in the top-level checksums/ folder of the
+    # repository and install as fast_tfds.checksums.
+    package_dir={"fast_tfds.checksums": "checksums"},
+    package_data={
+        "cats_vs_dogs_fast": ["*.md", "*.bib", "*.txt", "dummy_data/*"],
+        "stanford_dogs_tfrecord": ["*.md", "*.bib", "*.txt", "dummy_data/*"],
+        "fast_tfds.checksums": ["*.tsv"],
+    },
+    install_requires=[
+        # CPU wheels are enough for building and for CI; GPU users install
+        # "tensorflow[and-cuda]==2.21.*" on top (see README).
+        "tensorflow==2.21.*",
+        "tensorflow-datasets==4.9.10",
+        "pillow>=10.0",
+        # TFDS 4.9.10 imports importlib_resources without declaring it.
+        "importlib_resources>=6.0",
+        # The `tfds` CLI fails at import without these two.
+        "apache-beam>=2.60",
+        "mlcroissant>=1.0",
+        # TF 2.21 needs protobuf >= 6.31.1; older pins from beam would break it.
+        "protobuf>=6.31.1",
+        # Stanford Dogs' train/test lists are MATLAB .mat files.
+        "scipy>=1.10",
+        # Real photographs for the offline sample archives.
+        "scikit-image>=0.22",
+        "tqdm>=4.60",
+        "psutil>=5.9",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8.0",
+            "pytest-xdist>=3.5",
+            "dill>=0.3.8",  # tfds.testing needs it
+            "ruff>=0.6",
+        ],
+        "bench": ["matplotlib>=3.8"],
+    },
+    entry_points={
+        "console_scripts": ["fast-tfds=fast_tfds.cli:main"],
+    },
+)
