@@ -94,12 +94,14 @@ def exif_only_jpeg(image: Image.Image) -> bytes:
     return data[:2] + app1 + data[4 + app0_len :]
 
 
-def quirk_files(rng: np.random.Generator) -> dict[str, bytes]:
+def quirk_files(
+    rng: np.random.Generator, image_size: tuple[int, int] | None = None
+) -> dict[str, bytes]:
     """One file of each kind found in the real archives, by what it really is.
 
     Keys name the quirk; the builders must keep the first group and skip the rest.
     """
-    photo = random_photo(rng)
+    photo = random_photo(rng, image_size)
     good = jpeg_bytes(photo)
     return {
         # Kept: they decode completely.
@@ -132,14 +134,20 @@ SKIPPED_QUIRKS = ("empty", "truncated_jpeg", "text_named_jpg")
 
 
 def write_cats_zip(
-    path: str | Path, images_per_class: int = 100, *, seed: int = 0, quirks: bool = True
+    path: str | Path,
+    images_per_class: int = 100,
+    *,
+    seed: int = 0,
+    quirks: bool = True,
+    image_size: tuple[int, int] | None = None,
 ) -> dict[str, int]:
     """Writes a kagglecatsanddogs_5340.zip look-alike; returns what it holds.
 
     Layout as Microsoft's: PetImages/Cat/N.jpg, PetImages/Dog/N.jpg, a
     Thumbs.db in each folder, 'readme[1].txt' and the licence PDF at the root.
     With `quirks`, each class also gets one file of every quirk, numbered after
-    the ordinary images.
+    the ordinary images. `image_size` (width, height) fixes the size of every
+    image (tiny dummy data); by default sizes vary like the real photos'.
     """
     rng = np.random.default_rng(seed)
     path = Path(path)
@@ -152,10 +160,11 @@ def write_cats_zip(
         for label in ("Cat", "Dog"):
             for i in range(images_per_class):
                 quality = int(rng.integers(75, 96))
-                zf.writestr(f"PetImages/{label}/{i}.jpg", jpeg_bytes(random_photo(rng), quality))
+                photo = random_photo(rng, image_size)
+                zf.writestr(f"PetImages/{label}/{i}.jpg", jpeg_bytes(photo, quality))
                 counts["images"] += 1
             if quirks:
-                for j, (kind, data) in enumerate(quirk_files(rng).items()):
+                for j, (kind, data) in enumerate(quirk_files(rng, image_size).items()):
                     zf.writestr(f"PetImages/{label}/{images_per_class + j}.jpg", data)
                     counts["kept_quirks" if kind in KEPT_QUIRKS else "skipped_quirks"] += 1
             zf.writestr(f"PetImages/{label}/Thumbs.db", b"\xd0\xcf\x11\xe0" + bytes(60))

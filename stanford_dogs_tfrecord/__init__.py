@@ -1,0 +1,58 @@
+"""stanford_dogs_tfrecord: `import stanford_dogs_tfrecord` registers the TFDS dataset.
+
+    import stanford_dogs_tfrecord
+    ds = stanford_dogs_tfrecord.as_fast_dataset("train", batch_size=64)
+    ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
+"""
+
+from fast_tfds import reader as _reader
+from stanford_dogs_tfrecord import boxes as _boxes
+from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
+
+NAME = Builder.name
+
+
+def as_fast_dataset(
+    split: str = "train",
+    *,
+    with_boxes: bool = False,
+    crop_to_box: bool = False,
+    as_supervised: bool = True,
+    **options,
+):
+    """`split` of stanford_dogs_tfrecord as fast batches; see `fast_tfds.reader.as_fast_dataset`.
+
+    Builds the dataset first if needed (pass download_config= with a manual_dir
+    to build from local copies of the archives).
+
+    Args:
+      split: a split or a slice of one ('train', 'test[:50%]').
+      with_boxes: with as_supervised, yield (image, {'label': label, 'bbox':
+        boxes}) instead of (image, label). Batched, boxes are a float32
+        tf.RaggedTensor [batch, (boxes), 4] (ymin, xmin, ymax, xmax, in [0, 1]);
+        with batch_size=None, a dense [boxes, 4] tensor. Without as_supervised
+        the example dicts always hold the boxes, in that form, as
+        example['objects']['bbox'], and this option changes nothing.
+      crop_to_box: return the image cropped to its first box (the annotated
+        dog), decoded from only that part of the JPEG, then resized to
+        `image_size` like any image (aspect ratio not kept). Images without a
+        box are returned whole. Returned boxes stay relative to the whole image.
+      as_supervised: (image, label) tuples (see with_boxes), else dicts of all
+        features.
+      **options: see `fast_tfds.reader.as_fast_dataset` and `read_split`, e.g.
+        batch_size, image_size, cache, data_dir, config, download_config. The
+        crop and the boxes are computed before the cache, so a cached pipeline
+        caches them too.
+    """
+    ds = _reader.as_fast_dataset(
+        NAME,
+        split,
+        **_boxes.reader_options(
+            with_boxes=with_boxes, crop_to_box=crop_to_box, as_supervised=as_supervised
+        ),
+        **options,
+    )
+    return _boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
+
+
+__all__ = ["NAME", "Builder", "as_fast_dataset"]

@@ -1,0 +1,49 @@
+"""Shared fixtures: a small sample archive built into real TFRecords on disk."""
+
+import os
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow_datasets as tfds  # noqa: E402
+
+import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
+from fast_tfds import sample  # noqa: E402
+
+CATS_PER_CLASS = 20
+
+
+@pytest.fixture(scope="session")
+def cats_sample(tmp_path_factory):
+    """(manual_dir, counts) of a small Cats vs Dogs look-alike archive with every quirk."""
+    manual_dir = tmp_path_factory.mktemp("cats_manual")
+    counts = sample.write_cats_zip(
+        manual_dir / sample.CATS_ZIP_NAME, CATS_PER_CLASS, seed=3, image_size=(96, 80)
+    )
+    return manual_dir, counts
+
+
+@pytest.fixture(scope="session")
+def cats_data_dir(tmp_path_factory, cats_sample):
+    """A TFDS data dir with cats_vs_dogs_fast built in both configs from `cats_sample`."""
+    manual_dir, _ = cats_sample
+    data_dir = tmp_path_factory.mktemp("cats_data")
+    config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
+    for name in ("224", "original"):
+        tfds.builder("cats_vs_dogs_fast", config=name, data_dir=data_dir).download_and_prepare(
+            download_config=config
+        )
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def cats_builder(cats_data_dir):
+    return tfds.builder("cats_vs_dogs_fast", config="224", data_dir=cats_data_dir)
+
+
+@pytest.fixture(scope="session")
+def cats_filenames(cats_builder):
+    """Every example's filename, read through TFDS's own reader."""
+    ds = cats_builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+    return sorted(ex["image/filename"].numpy().decode() for ex in ds)
