@@ -1,7 +1,7 @@
 """cats_vs_dogs_fast: `import cats_vs_dogs_fast` registers the TFDS dataset.
 
-    import cats_vs_dogs_fast
-    ds = cats_vs_dogs_fast.as_fast_dataset("train", batch_size=64)
+import cats_vs_dogs_fast
+ds = cats_vs_dogs_fast.as_fast_dataset("train", batch_size=64)
 """
 
 from cats_vs_dogs_fast.cats_vs_dogs_fast_dataset_builder import Builder

@@ -68,11 +68,15 @@ def tfds_load_user(builder: tfds.core.DatasetBuilder, split: str = "train") -> t
 
 def stored_jpegs(files: list[str]) -> tf.Tensor:
     """Every stored JPEG of the shards, in memory: the input of the ceilings."""
-    ds = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, _FEATURES)["image"])
+    ds = tf.data.TFRecordDataset(files).map(
+        lambda r: tf.io.parse_single_example(r, _FEATURES)["image"]
+    )
     return tf.stack(list(ds))
 
 
-def decode_ceiling(jpegs: tf.Tensor, resize_to: tuple[int, int] | None = None, *, to_float: bool = False) -> tf.data.Dataset:
+def decode_ceiling(
+    jpegs: tf.Tensor, resize_to: tuple[int, int] | None = None, *, to_float: bool = False
+) -> tf.data.Dataset:
     """Decode (and resize) of the same JPEG bytes from memory on all cores: the upper bound."""
 
     def decode(data):
@@ -81,7 +85,9 @@ def decode_ceiling(jpegs: tf.Tensor, resize_to: tuple[int, int] | None = None, *
             image = tf.cast(tf.round(tf.image.resize(image, resize_to)), tf.uint8)
         return image
 
-    ds = tf.data.Dataset.from_tensor_slices(jpegs).map(decode, num_parallel_calls=AUTOTUNE, deterministic=False)
+    ds = tf.data.Dataset.from_tensor_slices(jpegs).map(
+        decode, num_parallel_calls=AUTOTUNE, deterministic=False
+    )
     ds = ds.batch(SEED_BATCH)
     if to_float:
         ds = ds.map(lambda b: tf.cast(b, tf.float32) * (1.0 / 255.0), num_parallel_calls=AUTOTUNE)

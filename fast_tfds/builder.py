@@ -110,7 +110,9 @@ class SkipReport:
 
     def log_summary(self) -> None:
         if not self.skipped:
-            logging.info("%s/%s: kept %d images, skipped none.", self.dataset, self.split, self.kept)
+            logging.info(
+                "%s/%s: kept %d images, skipped none.", self.dataset, self.split, self.kept
+            )
             return
         reasons = "; ".join(f"{n} x {reason}" for reason, n in self.by_reason().items())
         logging.warning(
@@ -170,7 +172,9 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # -- shards ----------------------------------------------------------------
 
     def _generate_splits(self, dl_manager, download_config):
-        fields = {f.name: getattr(download_config, f.name) for f in dataclasses.fields(download_config)}
+        fields = {
+            f.name: getattr(download_config, f.name) for f in dataclasses.fields(download_config)
+        }
         fields["min_num_shards"] = self.MIN_SHARDS_PER_SPLIT
         return super()._generate_splits(dl_manager, _AtLeastShardsDownloadConfig(**fields))
 

@@ -1,7 +1,7 @@
 """`fast-tfds`: sample archives, the offline demo, and (with its own module) the benchmark.
 
-    fast-tfds sample DIR        write look-alike source archives into DIR
-    fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs the seeds' pipeline
+fast-tfds sample DIR        write look-alike source archives into DIR
+fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs the seeds' pipeline
 """
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ from fast_tfds.quiet import _NOISE, quiet_tensorflow
 DEFAULT_WORKDIR = Path("fast_tfds_demo")
 # What a user wants to see of a build: the manual-dir note, the skip summary,
 # where the data went.
-_BUILD_SUMMARY = re.compile(r"(WARNING|INFO):absl:.*(manual dir|kept \d+ images)|^Dataset .* prepared to")
+# Python logging prints "WARNING:absl:", the tfds CLI "WARNING[builder.py]:".
+_LOG_PREFIX = re.compile(r"^.*?(WARNING|INFO)(:absl:|\[[\w.]+\]:)\s*")
+_BUILD_SUMMARY = re.compile(
+    r"(WARNING|INFO)(:absl:|\[[\w.]+\]:).*(manual dir|kept \d+ images)|^Dataset .* prepared to"
+)
 
 
 def write_samples(manual_dir: Path, images_per_class: int, *, fresh: bool = False) -> bool:
@@ -31,7 +35,10 @@ def write_samples(manual_dir: Path, images_per_class: int, *, fresh: bool = Fals
         return False
     print(f"Writing {cats} with {images_per_class} photos per class and every quirk ...")
     counts = sample.write_cats_zip(cats, images_per_class)
-    print(f"  {counts['expected_examples']} images that decode, {counts['skipped_quirks']} broken files.")
+    print(
+        f"  {counts['expected_examples']} images that decode, "
+        f"{counts['skipped_quirks']} broken files."
+    )
     return True
 
 
@@ -61,7 +68,7 @@ def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: boo
         raise SystemExit(f"tfds build {dataset} failed with exit code {done.returncode}")
     for line in output:
         if _BUILD_SUMMARY.search(line):
-            print("  " + line.split(":absl:", 1)[-1].strip())
+            print("  " + _LOG_PREFIX.sub("", line).strip())
 
 
 def demo(args: argparse.Namespace) -> None:
@@ -98,7 +105,9 @@ def demo(args: argparse.Namespace) -> None:
     next(iter(fast(cache=False)))  # compile the XLA float conversion before timing
     rates: dict[str, list[float]] = {}
     for _round in range(2):
-        rows = [("seeds' naive pipeline (original records, float32)", baselines.seed_naive(naive_files))]
+        rows = [
+            ("seeds' naive pipeline (original records, float32)", baselines.seed_naive(naive_files))
+        ]
         cached = fast(cache=True)
         rows += [
             ("as_fast_dataset() epoch 1: decode + fill the uint8 cache", cached),
@@ -113,7 +122,8 @@ def demo(args: argparse.Namespace) -> None:
         print(f"  {label:<58} {max(values):7.0f}  {max(values) / naive:4.1f}x")
     print(
         "\nOn a 2-core CPU the float32 conversion costs a large share of the time; with an "
-        "accelerator, stream dtype=tf.uint8 and rescale on the device. Full figures: fast-tfds bench."
+        "accelerator, stream dtype=tf.uint8 and rescale on the device. "
+        "Full figures: fast-tfds bench."
     )
 
 
@@ -122,7 +132,9 @@ def sample_command(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="fast-tfds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="fast-tfds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("sample", help="write look-alike source archives into a folder")

@@ -94,9 +94,7 @@ def normalize_image(
 def _to_rgb(image: Image.Image) -> Image.Image:
     if image.mode == "RGB":
         return image
-    if image.mode in ("RGBA", "LA", "PA") or (
-        image.mode == "P" and "transparency" in image.info
-    ):
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         # Transparent pixels become white, not the black of a plain convert.
         rgba = image.convert("RGBA")
         background = Image.new("RGB", rgba.size, (255, 255, 255))

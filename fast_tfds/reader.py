@@ -83,7 +83,8 @@ def load_builder(
         if not download_and_prepare:
             raise ValueError(
                 f"download_and_prepare=False: {builder.info.full_name} is not built in "
-                f"{builder.data_dir_root}; run `tfds build {name}` or pass download_and_prepare=True"
+                f"{builder.data_dir_root}; run `tfds build {name}` "
+                "or pass download_and_prepare=True"
             )
         builder.download_and_prepare(download_config=download_config)
     return builder
@@ -219,7 +220,9 @@ def _shard_for_pipeline(instructions, input_context: tf.distribute.InputContext)
     return instructions[i::n]
 
 
-def read_records(instructions, *, shuffle: bool, seed: int | None, deterministic: bool) -> tf.data.Dataset:
+def read_records(
+    instructions, *, shuffle: bool, seed: int | None, deterministic: bool
+) -> tf.data.Dataset:
     """Serialized examples of the given file instructions, files read in parallel."""
     files = tf.data.Dataset.from_tensor_slices(
         (
@@ -275,7 +278,9 @@ def make_decoder(
     return decode
 
 
-def resize_uint8(image: tf.Tensor, target: tuple[int, int] | None, stored=(None, None)) -> tf.Tensor:
+def resize_uint8(
+    image: tf.Tensor, target: tuple[int, int] | None, stored=(None, None)
+) -> tf.Tensor:
     """Bilinear resize to `target`, skipped when the stored size already matches."""
     if target is None:
         return image
@@ -337,7 +342,8 @@ def _validate(batch_size, image_size, cache, shuffle_buffer, dtype, repeat) -> N
         )
         if not (ok_int or ok_pair):
             raise ValueError(
-                f"image_size={image_size!r}: must be a positive int, a (height, width) pair, or None"
+                f"image_size={image_size!r}: must be a positive int, "
+                "a (height, width) pair, or None"
             )
     if cache is not True and cache is not False:
         if not isinstance(cache, (str, os.PathLike)) or not os.fspath(cache):

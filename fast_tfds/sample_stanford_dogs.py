@@ -30,10 +30,10 @@ DEFAULT_BREEDS = (
 )
 # The real images.tar's PNG named .jpg.
 REAL_PNG_KEY = "n02105855-Shetland_sheepdog/n02105855_2933.jpg"
-_MTIME = 1318204800  # 2011-10-10, the time of the original archives.
+_MTIME = 1318204800  # Fixed (2011-10-10): the same arguments write the same bytes.
 
-# quirk -> what the builder does with it. The last three are extra files, the
-# box quirks are applied to ordinary images.
+# quirk -> what the builder does with it. The three box quirks change three of
+# the ordinary images; the others are extra files.
 QUIRKS = {
     "png_named_jpg": "kept",
     "cmyk_jpeg": "kept",
@@ -162,7 +162,7 @@ def write_stanford_dogs_archives(
     )
 
     expected_skips: dict[str, list[str]] = {"train": [], "test": [], "unlisted": []}
-    for key, info in sorted(images.items()):
+    for _, info in sorted(images.items()):
         if not info["kept"]:
             expected_skips[info["split"] or "unlisted"].append(info["member"])
     return {
@@ -311,7 +311,9 @@ def _list_mat(keys: list[str], images, labels: dict[str, int]) -> bytes:
             "labels": label_array.reshape(len(keys), 1),
         },
     )
-    return out.getvalue()
+    # The 116-byte text header holds the time of writing; fix it.
+    header = b"MATLAB 5.0 MAT-file, Platform: posix, Created by: fast_tfds.sample_stanford_dogs"
+    return header.ljust(116) + out.getvalue()[116:]
 
 
 def _write_tar(path: Path, root: str | None, folders: list[str], files: dict[str, bytes]) -> None:

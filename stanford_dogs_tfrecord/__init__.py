@@ -1,8 +1,8 @@
 """stanford_dogs_tfrecord: `import stanford_dogs_tfrecord` registers the TFDS dataset.
 
-    import stanford_dogs_tfrecord
-    ds = stanford_dogs_tfrecord.as_fast_dataset("train", batch_size=64)
-    ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
+import stanford_dogs_tfrecord
+ds = stanford_dogs_tfrecord.as_fast_dataset("train", batch_size=64)
+ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
 """
 
 from fast_tfds import reader as _reader

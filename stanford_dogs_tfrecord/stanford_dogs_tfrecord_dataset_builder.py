@@ -14,7 +14,6 @@ from typing import BinaryIO
 
 import numpy as np
 import tensorflow_datasets as tfds
-from absl import logging
 from etils import epath
 
 from fast_tfds import builder as fast_builder
@@ -159,9 +158,14 @@ class Builder(fast_builder.FastImageBuilder):
             self._spool_path("test").open("wb") as test_spool,
         ):
             spools = {"train": train_spool, "test": test_spool}
-            for member, image, (key, split, label, annotation) in self.normalize_all(
-                listed_members(), undecodable
-            ):
+            normalized = tfds.core.utils.tqdm(
+                self.normalize_all(listed_members(), undecodable),
+                desc="Normalizing images.tar (both splits)...",
+                total=len(listed),
+                unit=" images",
+                leave=False,
+            )
+            for member, image, (key, split, label, annotation) in normalized:
                 example = {
                     "image": image.jpeg,
                     "image/filename": member,
@@ -176,7 +180,9 @@ class Builder(fast_builder.FastImageBuilder):
             reports[listed[key][0]].skip(skipped["file"], skipped["reason"])
         for key, (split, _) in sorted(listed.items()):
             if key not in seen:
-                reports[split].skip(f"Images/{key}", f"listed in {split}_list.mat, not in images.tar")
+                reports[split].skip(
+                    f"Images/{key}", f"listed in {split}_list.mat, not in images.tar"
+                )
         if unlisted.skipped:
             self.record_skips(unlisted)
         return reports

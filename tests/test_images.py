@@ -31,7 +31,11 @@ def test_every_decodable_format_becomes_an_rgb_baseline_jpeg(quirks, kind, size)
 
 @pytest.mark.parametrize(
     ("kind", "reason"),
-    [("empty", "empty file"), ("truncated_jpeg", "truncated image"), ("text_named_jpg", "not an image")],
+    [
+        ("empty", "empty file"),
+        ("truncated_jpeg", "truncated image"),
+        ("text_named_jpg", "not an image"),
+    ],
 )
 def test_undecodable_files_raise_with_a_reason(quirks, kind, reason):
     with pytest.raises(images.UndecodableImage) as excinfo:

@@ -73,14 +73,18 @@ def test_input_pipelines_are_disjoint_and_complete(cats_data_dir, cats_filenames
     assert_exactly_once(seen[0] + seen[1], cats_filenames)
 
 
-def test_float_batches_are_scaled_and_uint8_batches_are_the_stored_pixels(cats_data_dir, cats_builder):
+def test_float_batches_are_scaled_and_uint8_batches_are_the_stored_pixels(
+    cats_data_dir, cats_builder
+):
     images, labels = next(iter(read(data_dir=cats_data_dir, batch_size=5)))
     assert images.shape == (5, 224, 224, 3) and images.dtype == tf.float32
     assert labels.shape == (5,) and labels.dtype == tf.int64
     assert 0.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
     assert float(tf.reduce_max(images)) > 0.5, "images look empty"
 
-    ours = read(data_dir=cats_data_dir, dtype=tf.uint8, shuffle=False, batch_size=None, as_supervised=False)
+    ours = read(
+        data_dir=cats_data_dir, dtype=tf.uint8, shuffle=False, batch_size=None, as_supervised=False
+    )
     theirs = cats_builder.as_dataset(split="train", shuffle_files=False)
     by_name = {ex["image/filename"].numpy(): ex["image"].numpy() for ex in theirs}
     count = 0
@@ -94,16 +98,28 @@ def test_float_batches_are_scaled_and_uint8_batches_are_the_stored_pixels(cats_d
 def test_original_config_is_resized_to_the_size_asked(cats_data_dir):
     images, _ = next(iter(read(data_dir=cats_data_dir, config="original", batch_size=3)))
     assert images.shape == (3, 224, 224, 3)
-    images, _ = next(iter(read(data_dir=cats_data_dir, config="original", batch_size=3, image_size=(64, 48))))
+    images, _ = next(
+        iter(read(data_dir=cats_data_dir, config="original", batch_size=3, image_size=(64, 48)))
+    )
     assert images.shape == (3, 64, 48, 3)
     # Unbatched with image_size=None keeps the stored (original) size.
-    image, _ = next(iter(read(data_dir=cats_data_dir, config="original", batch_size=None, image_size=None)))
+    image, _ = next(
+        iter(read(data_dir=cats_data_dir, config="original", batch_size=None, image_size=None))
+    )
     assert image.shape == (80, 96, 3)  # the sample's photos are 96x80
 
 
 def test_same_order_twice_with_a_seed(cats_data_dir):
     def order(seed):
-        return filenames_of(read(data_dir=cats_data_dir, as_supervised=False, seed=seed, deterministic=True, cache=False))
+        return filenames_of(
+            read(
+                data_dir=cats_data_dir,
+                as_supervised=False,
+                seed=seed,
+                deterministic=True,
+                cache=False,
+            )
+        )
 
     first = order(seed=5)
     assert first == order(seed=5)
