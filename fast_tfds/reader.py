@@ -261,7 +261,8 @@ def make_decoder(
     serialized_info = features.get_serialized_info()
     parser = example_parser.ExampleParser({k: serialized_info[k] for k in keys})
     target = _as_hw(image_size)
-    stored = features["image"].shape[:2]
+    # A transform (a crop) changes the size, so the stored size is known only without one.
+    stored = features["image"].shape[:2] if transform is None else (None, None)
     other = {k: features[k] for k in keys if k != "image"}
 
     def decode(serialized: tf.Tensor) -> dict:

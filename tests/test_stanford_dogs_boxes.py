@@ -218,6 +218,14 @@ def test_crop_to_box_with_supervised_batches_and_cache(built):
         assert len(labels) == built.sample["expected_examples"]["train"]
 
 
+def test_crop_to_box_is_resized_to_the_default_size(built):
+    # Regression: on config 224 the stored size equals the default image_size,
+    # but a crop is smaller, so it must still be resized.
+    ds = fast(built, "train", crop_to_box=True, image_size=224, batch_size=2)
+    images, _ = next(iter(ds))
+    assert images.shape == (2, 224, 224, 3)
+
+
 def test_with_boxes_batches_as_ragged(built):
     infos = by_member(built.sample)
     expected = sorted(
