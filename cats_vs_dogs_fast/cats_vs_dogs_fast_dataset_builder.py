@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import tensorflow_datasets as tfds
@@ -46,20 +47,46 @@ class Builder(fast_builder.FastImageBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         archive = self.source_path(dl_manager, _URL)
         # No official split: everything is 'train'; slice it with 'train[:80%]'.
-        return {"train": self._generate_examples(dl_manager.iter_archive(archive))}
+        return {"train": self._generate_examples(archive, dl_manager.iter_archive(archive))}
 
-    def _generate_examples(self, archive):
+    def _generate_examples(self, archive_path, archive):
+        """Local: a generator of examples. On Beam: a transform whose workers
+        read the members from the zip themselves (see fast_tfds.beam_support)."""
         report = fast_builder.SkipReport(self.name, "train")
+        make = functools.partial(make_example, size=self.stored_size)
 
-        def image_members():
-            for name, fobj in archive:
-                name = name.replace("\\", "/")
+        def image_members():  # (name, iter_archive's name, fobj, label) of the images
+            for archive_name, fobj in archive:
+                name = archive_name.replace("\\", "/")
                 match = _IMAGE_NAME.match(name)
                 if match:
-                    yield name, fobj.read(), match.group(1).lower()
+                    yield name, archive_name, fobj, match.group(1).lower()
                 else:  # Thumbs.db, the readme, the licence.
                     report.skip(name, "not an image member of PetImages/Cat or PetImages/Dog")
 
-        for name, image, label in self.normalize_all(image_members(), report):
-            yield name, {"image": image.jpeg, "image/filename": name, "label": label}
+        if self.on_beam:
+            from fast_tfds.beam_support import ZipMemberReader
+
+            members = [(name, where, label) for name, where, _, label in image_members()]
+            return self.examples_on_beam(make, members, ZipMemberReader(archive_path), report)
+        return self._generate_locally(make, image_members(), report)
+
+    def _generate_locally(self, make, image_members, report):
+        members = ((name, fobj.read(), label) for name, _, fobj, label in image_members)
+        yield from self.examples_in_threads(make, members, report)
         self.record_skips(report)
+
+
+def make_example(
+    member: tuple[str, bytes, str], size: tuple[int, int] | None
+) -> fast_builder.KeyExample | fast_builder.Skipped:
+    """(name, bytes, label) -> (key, example), or why the file is left out.
+
+    The whole per-example work of a build, pure: the local build runs it in
+    threads, a Beam build on its workers.
+    """
+    name, data, label = member
+    image = fast_builder.normalize_or_skip(name, data, size)
+    if isinstance(image, fast_builder.Skipped):
+        return image
+    return name, {"image": image.jpeg, "image/filename": name, "label": label}

@@ -27,43 +27,53 @@ def shard_files(builder: tfds.core.DatasetBuilder, split: str = "train") -> list
     return [os.fspath(fi.filename) for fi in builder.info.splits[split].file_instructions]
 
 
-def seed_naive(files: list[str]) -> tf.data.Dataset:
+def seed_naive(
+    files: list[str], *, size: tuple[int, int] = SEED_SIZE, batch_size: int = SEED_BATCH
+) -> tf.data.Dataset:
     """Seed 000's naive approach: one reader, one decode at a time, float32 resize."""
 
     def preprocess(serialized):
         example = tf.io.parse_single_example(serialized, _FEATURES)
         image = tf.io.decode_jpeg(example["image"], channels=3)
-        image = tf.image.resize(image, SEED_SIZE) / 255.0
+        image = tf.image.resize(image, size) / 255.0
         return image, example["label"]
 
-    return tf.data.TFRecordDataset(files).map(preprocess).batch(SEED_BATCH)
+    return tf.data.TFRecordDataset(files).map(preprocess).batch(batch_size)
 
 
-def seed_parallel(files: list[str]) -> tf.data.Dataset:
+def seed_parallel(
+    files: list[str], *, size: tuple[int, int] = SEED_SIZE, batch_size: int = SEED_BATCH
+) -> tf.data.Dataset:
     """Seeds 000-002's 'parallel' pipeline, float32 cache included."""
 
     def read_tfrecord(serialized):
         example = tf.io.parse_single_example(serialized, _FEATURES)
         image = tf.io.decode_jpeg(example["image"], channels=3)
         image = tf.cast(image, tf.float32) / 255.0
-        image = tf.image.resize(image, SEED_SIZE)
+        image = tf.image.resize(image, size)
         return image, example["label"]
 
     ds = tf.data.Dataset.list_files(files)
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=AUTOTUNE)
     ds = ds.map(read_tfrecord, num_parallel_calls=multiprocessing.cpu_count())
-    return ds.cache().shuffle(1024).batch(SEED_BATCH).prefetch(AUTOTUNE)
+    return ds.cache().shuffle(1024).batch(batch_size).prefetch(AUTOTUNE)
 
 
-def tfds_load_user(builder: tfds.core.DatasetBuilder, split: str = "train") -> tf.data.Dataset:
+def tfds_load_user(
+    builder: tfds.core.DatasetBuilder,
+    split: str = "train",
+    *,
+    size: tuple[int, int] = SEED_SIZE,
+    batch_size: int = SEED_BATCH,
+) -> tf.data.Dataset:
     """What a TFDS user writes today: as_supervised + map(resize, normalize) + batch + prefetch."""
     read_config = tfds.ReadConfig(try_autocache=False)  # a fair epoch 1: no hidden cache
     ds = builder.as_dataset(split=split, as_supervised=True, read_config=read_config)
 
     def format_image(image, label):
-        return tf.image.resize(image, SEED_SIZE) / 255.0, label
+        return tf.image.resize(image, size) / 255.0, label
 
-    return ds.map(format_image, num_parallel_calls=AUTOTUNE).batch(SEED_BATCH).prefetch(AUTOTUNE)
+    return ds.map(format_image, num_parallel_calls=AUTOTUNE).batch(batch_size).prefetch(AUTOTUNE)
 
 
 def stored_jpegs(files: list[str]) -> tf.Tensor:
@@ -75,9 +85,18 @@ def stored_jpegs(files: list[str]) -> tf.Tensor:
 
 
 def decode_ceiling(
-    jpegs: tf.Tensor, resize_to: tuple[int, int] | None = None, *, to_float: bool = False
+    jpegs: tf.Tensor,
+    resize_to: tuple[int, int] | None = None,
+    *,
+    to_float: bool = False,
+    convert=None,
+    batch_size: int = SEED_BATCH,
 ) -> tf.data.Dataset:
-    """Decode (and resize) of the same JPEG bytes from memory on all cores: the upper bound."""
+    """Decode (and resize) of the same JPEG bytes from memory on all cores: the upper bound.
+
+    `convert` (e.g. the reader's XLA `to_unit_float`) is mapped over each uint8
+    batch, so that a pipeline is compared with a ceiling that produces the same output.
+    """
 
     def decode(data):
         image = tf.io.decode_jpeg(data, channels=3)
@@ -88,8 +107,10 @@ def decode_ceiling(
     ds = tf.data.Dataset.from_tensor_slices(jpegs).map(
         decode, num_parallel_calls=AUTOTUNE, deterministic=False
     )
-    ds = ds.batch(SEED_BATCH)
-    if to_float:
+    ds = ds.batch(batch_size)
+    if convert is not None:
+        ds = ds.map(convert, num_parallel_calls=AUTOTUNE)
+    elif to_float:
         ds = ds.map(lambda b: tf.cast(b, tf.float32) * (1.0 / 255.0), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 

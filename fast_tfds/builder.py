@@ -5,6 +5,8 @@
 - Shards: at least `MIN_SHARDS_PER_SPLIT` per split, so that interleave and up
   to 16 input pipelines each get their own files.
 - Skips: what a build leaves out is counted, logged and kept in the metadata.
+- Examples: each dataset's pure per-example function runs in threads here, or
+  on Apache Beam workers when the build is given Beam options (`beam_support`).
 - `as_fast_dataset()`: the shared fast reader, as a builder method.
 """
 
@@ -13,15 +15,20 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib.resources
-from collections.abc import Iterable, Iterator
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
+from tensorflow_datasets.core.download.download_manager import NonMatchingChecksumError
 from tensorflow_datasets.core.utils import shard_utils
 
 from fast_tfds import images, parallel
+
+KeyExample = tuple[str, dict[str, Any]]
 
 MIN_SHARDS_PER_SPLIT = 16
 SIZE_224 = 224
@@ -129,10 +136,78 @@ class SkipReport:
         return {"count": len(self.skipped), "by_reason": self.by_reason(), "files": self.skipped}
 
 
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """What a per-example function returns for a file the build leaves out."""
+
+    file: str
+    reason: str
+
+
+def normalize_or_skip(
+    filename: str, data: bytes, size: tuple[int, int] | None
+) -> images.NormalizedImage | Skipped:
+    """The image step of every per-example function: a clean JPEG, or why not."""
+    try:
+        return images.normalize_image(data, size)
+    except images.UndecodableImage as err:
+        return Skipped(filename, err.reason)
+
+
+def _add_worker_skips(report: SkipReport, path: epath.Path) -> None:
+    from fast_tfds import beam_support  # Imports Apache Beam: only for Beam builds.
+
+    beam_support.add_worker_skips(report, path)
+
+
+class SourceChecksumError(NonMatchingChecksumError):
+    """A downloaded archive is not the registered one; the message says what to do instead.
+
+    TFDS's own error spans several lines of UrlInfo reprs and points to a web
+    page; this one is a single line with the way out: a manual-dir copy.
+    """
+
+    def __init__(self, dataset: str, url: str, err: NonMatchingChecksumError, expected=None):
+        message = str(err)
+        filename = url.rsplit("/", 1)[-1]
+        # TFDS's message: "Artifact URL, downloaded to PATH, has wrong checksum:
+        # * Expected: UrlInfo(size=..., checksum='...') * Got: UrlInfo(...)".
+        checksums = re.findall(r"checksum='([0-9a-f]+)'", message)
+        downloaded = re.search(r"downloaded to (.+?), has wrong checksum", message)
+        path = epath.Path(downloaded.group(1)) if downloaded else None
+        details = []
+        if expected is not None:
+            details.append(
+                f"expected {int(expected.size):,} bytes, sha256 {expected.checksum[:12]}..."
+            )
+        if path is not None and path.exists() and len(checksums) == 2:
+            details.append(f"got {os.path.getsize(path):,} bytes, sha256 {checksums[1][:12]}...")
+        details = f" ({'; '.join(details)})" if details else ""
+        removed = _remove_failed_download(path)
+        super().__init__(
+            f"{dataset}: the download of {url} does not match its registered checksum"
+            f"{details}{removed}: the server or a proxy changed the file, or the download "
+            f"was cut short. Get the file another way, put it in a folder as {filename} "
+            f"and build with `tfds build {dataset} --manual_dir FOLDER` (or "
+            "tfds.download.DownloadConfig(manual_dir=FOLDER)); a manual-dir file's "
+            "checksum is not checked."
+        )
+
+
+def _remove_failed_download(path: epath.Path | None) -> str:
+    """Deletes the rejected file if TFDS left it in its temporary download folder."""
+    # TFDS downloads into '<name>.tmp.<uuid>/' and leaves it there on a mismatch.
+    if path is None or ".tmp." not in path.parent.name or not path.exists():
+        return ""
+    path.parent.rmtree()
+    return "; the rejected download was deleted"
+
+
 class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Base of both builders. Subclasses set VERSION, BUILDER_CONFIGS and the TFDS methods."""
 
     MIN_SHARDS_PER_SPLIT = MIN_SHARDS_PER_SPLIT
+    on_beam = False  # Whether the build running now runs on Apache Beam.
     MANUAL_DOWNLOAD_INSTRUCTIONS = """\
     Optional. Without a manual dir the archives are downloaded from their
     official URLs and checked against the registered sha256. To build from a
@@ -167,7 +242,11 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                 url,
             )
             return manual
-        return epath.Path(dl_manager.download(url))
+        try:
+            return epath.Path(dl_manager.download(url))
+        except NonMatchingChecksumError as err:
+            expected = self.url_infos.get(url) if self.url_infos else None
+            raise SourceChecksumError(self.name, url, err, expected) from None
 
     # -- shards ----------------------------------------------------------------
 
@@ -176,7 +255,22 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             f.name: getattr(download_config, f.name) for f in dataclasses.fields(download_config)
         }
         fields["min_num_shards"] = self.MIN_SHARDS_PER_SPLIT
-        return super()._generate_splits(dl_manager, _AtLeastShardsDownloadConfig(**fields))
+        # `tfds build --beam_pipeline_options=...` sets beam_options, the API
+        # either; then `_split_generators` returns Beam transforms.
+        self.on_beam = (download_config.beam_runner, download_config.beam_options) != (None, None)
+        self._beam_reports: list[tuple[SkipReport, epath.Path]] = []
+        try:
+            split_infos = super()._generate_splits(
+                dl_manager, _AtLeastShardsDownloadConfig(**fields)
+            )
+            # The pipeline has run: the workers' skips are in their files.
+            for report, path in self._beam_reports:
+                _add_worker_skips(report, path)
+                self.record_skips(report)
+            return split_infos
+        finally:
+            if self.on_beam and self._beam_skips_dir.exists():
+                self._beam_skips_dir.rmtree()
 
     # -- images ----------------------------------------------------------------
 
@@ -188,34 +282,67 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     def image_feature(self) -> tfds.features.Image:
         return tfds.features.Image(shape=self.builder_config.stored_shape, encoding_format="jpeg")
 
-    def normalize_all(
-        self, members: Iterable[tuple[str, bytes, Any]], report: SkipReport
-    ) -> Iterator[tuple[str, images.NormalizedImage, Any]]:
-        """Normalizes (filename, bytes, extra) items in parallel, in order.
-
-        Files that do not decode completely are recorded in `report` and left out.
-        """
-        size = self.stored_size
-
-        def work(member):
-            filename, data, extra = member
-            try:
-                return filename, images.normalize_image(data, size), extra
-            except images.UndecodableImage as err:
-                return filename, err, extra
-
-        for filename, result, extra in parallel.ordered_thread_map(work, members):
-            if isinstance(result, images.UndecodableImage):
-                report.skip(filename, result.reason)
-                continue
-            report.kept += 1
-            yield filename, result, extra
-
     def record_skips(self, report: SkipReport) -> None:
         report.log_summary()
         skipped = dict(self.info.metadata.get("skipped", {}))
         skipped[report.split] = report.as_metadata()
         self.info.metadata["skipped"] = skipped
+
+    # -- examples: one pure function, run locally or on Beam ---------------------
+
+    def examples_in_threads(
+        self,
+        make_example: Callable[[tuple[str, bytes, Any]], KeyExample | Skipped],
+        members: Iterable[tuple[str, bytes, Any]],
+        report: SkipReport,
+    ) -> Iterator[KeyExample]:
+        """make_example over (filename, bytes, extra) members in threads, in order.
+
+        Its `Skipped` results are recorded in `report` and left out.
+        """
+        for result in parallel.ordered_thread_map(make_example, members):
+            if isinstance(result, Skipped):
+                report.skip(result.file, result.reason)
+                continue
+            report.kept += 1
+            yield result
+
+    def examples_on_beam(
+        self,
+        make_example: Callable[[tuple[str, bytes, Any]], KeyExample | Skipped],
+        members: list[tuple[str, Any, Any]],
+        read_member: Callable[[Any], bytes],
+        report: SkipReport,
+    ):
+        """The same, as a Beam transform: workers read each (filename, location,
+        extra) member's bytes with `read_member(location)` and run make_example.
+
+        Their skips are added to `report`, and recorded, once the pipeline ends.
+        Both callables are pickled to the workers: module-level functions (or
+        partials of them) and `beam_support` readers.
+        """
+        from fast_tfds import beam_support  # Imports Apache Beam: only for Beam builds.
+
+        path = self._beam_skips_dir / f"{report.split}.json"
+        self._beam_reports.append((report, path))
+        return beam_support.examples_transform(members, read_member, make_example, path)
+
+    def _process_pipeline_result(self, pipeline_result) -> None:
+        from fast_tfds import beam_support  # Imports Apache Beam: only for Beam builds.
+
+        counters = beam_support.counters(pipeline_result)
+        logging.info(
+            "%s: Beam workers kept %d images and skipped %d files (all splits).",
+            self.name,
+            counters.get("kept", 0),
+            counters.get("skipped", 0),
+        )
+
+    @property
+    def _beam_skips_dir(self) -> epath.Path:
+        # Inside the (incomplete) build folder: the workers and this process both
+        # reach it, as they must reach the output (gs:// on Dataflow).
+        return self.data_path / "_beam_skips"
 
     # -- reading ---------------------------------------------------------------
 

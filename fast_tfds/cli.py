@@ -2,6 +2,9 @@
 
 fast-tfds sample DIR        write look-alike source archives into DIR
 fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs the seeds' pipeline
+fast-tfds bench [options]   ours vs the seeds' and tfds.load pipelines (fast_tfds.bench)
+fast-tfds service ...       run a tf.data service dispatcher or worker (fast_tfds.service)
+fast-tfds verify PATH...    check built datasets: shards present, records intact, counts
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fast_tfds import service, verify
 from fast_tfds.quiet import _NOISE, quiet_tensorflow
 
 DEFAULT_WORKDIR = Path("fast_tfds_demo")
@@ -177,6 +181,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dogs-per-breed", type=int, default=10)
     p.add_argument("--fresh", action="store_true", help="regenerate the sample and rebuild")
     p.set_defaults(run=demo)
+
+    service.add_command(commands)  # fast-tfds service dispatcher|worker
+    verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
+
+    # fast-tfds bench: its options live in fast_tfds.bench (also `python -m fast_tfds.bench`).
+    commands.add_parser("bench", help="benchmark vs the seeds and tfds.load (bench --help)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        from fast_tfds import bench
+
+        bench.main(argv[1:])
+        return
 
     args = parser.parse_args(argv)
     args.run(args)

@@ -20,6 +20,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser
 
+from fast_tfds import cache as file_cache
+from fast_tfds.service import check_service as _check_service
+from fast_tfds.service import distribute as _distribute
+
 AUTOTUNE = tf.data.AUTOTUNE
 DEFAULT_IMAGE_SIZE = 224
 
@@ -116,6 +120,8 @@ def read_split(
     input_context: tf.distribute.InputContext | None = None,
     transform: Callable[[dict], dict] | None = None,
     transform_keys: Collection[str] = (),
+    service: str | None = None,
+    service_sharding: str = "dynamic",
 ) -> tf.data.Dataset:
     """Reads `split` of a prepared builder through the fast pipeline.
 
@@ -128,7 +134,16 @@ def read_split(
         when the stored size differs. None keeps stored sizes (then batching
         needs a fixed-size config such as '224').
       cache: True caches decoded uint8 images in memory, a path caches them in
-        files with that prefix (its folder must exist), False does not cache.
+        files with that prefix (its folder must exist; an existing folder holds
+        them), False does not cache. File names add the dataset, split and a
+        digest of the shard files (sizes, times), slice, image size, features
+        and transform: a different pipeline or a rebuilt dataset never gets a
+        stale cache. Only a full pass writes a cache that is later read (one
+        stopped early, or killed, is discarded). One process at a time writes
+        it (an OS lock on `<file>.lock`, freed when that process ends, so files
+        left by a killed run are removed by the next); another process reads
+        it once complete, and reads without a cache, with a warning, while it
+        is being written. See `fast_tfds.cache`.
       shuffle: shuffle file order and examples (a new order every epoch).
       shuffle_buffer: examples in the shuffle buffer.
       seed: seed for both shuffles; with deterministic=True the order repeats.
@@ -146,7 +161,17 @@ def read_split(
         parsing (the image still JPEG bytes) and before decoding and the cache;
         dataset-specific options such as cropping use it.
       transform_keys: features `transform` needs besides the output's.
+      service: 'grpc://HOST:PORT' of a tf.data service dispatcher: its workers
+        read and decode (and `transform`) the examples, each exactly once per
+        epoch; caching, shuffling, batching and the float conversion stay here.
+        The workers need the shard files at the same path (shared or gs://
+        data_dir). Order is never reproducible then. See `fast_tfds.service`.
+      service_sharding: 'dynamic' (files handed out to whichever worker asks
+        next: exactly once per epoch) or 'off' (every worker reads everything).
     """
+    if service is not None:  # Checked first: it decides `deterministic`.
+        service = _check_service(service, service_sharding, deterministic)
+        deterministic = False
     instructions = _file_instructions(builder, split)
     _validate(batch_size, image_size, cache, shuffle_buffer, dtype, repeat)
     if deterministic is None:
@@ -165,8 +190,20 @@ def read_split(
         num_parallel_calls=AUTOTUNE,
         deterministic=deterministic,
     )
+    if service is not None:  # Everything above runs on the service's workers.
+        ds = _distribute(ds, service, service_sharding)
     if cache:
-        ds = ds.cache() if cache is True else ds.cache(os.fspath(cache))
+        if cache is True:
+            ds = ds.cache()
+        else:  # Keyed by what is cached, and safe against killed and concurrent runs.
+            ds = file_cache.cache_in_files(
+                ds,
+                cache,
+                dataset_name=builder.info.full_name,
+                split=split,
+                instructions=instructions,
+                transform=transform,
+            )
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat is True:
@@ -234,10 +271,70 @@ def read_records(
     if shuffle:
         files = files.shuffle(len(instructions), seed=seed, reshuffle_each_iteration=True)
     return files.interleave(
-        lambda filename, skip, take: tf.data.TFRecordDataset(filename).skip(skip).take(take),
+        checked_shard_records,
         cycle_length=min(len(instructions), max(4, os.cpu_count() or 1)),
         num_parallel_calls=AUTOTUNE,
         deterministic=deterministic,
+    )
+
+
+# Records are counted in groups: a tf.data function call per record (a map, a
+# filter) halves the record rate, one per group costs nothing measurable.
+_CHECK_GROUP = 32
+
+
+def checked_shard_records(filename, skip, take) -> tf.data.Dataset:
+    """Records skip..skip+take of one shard, or an error that names the shard.
+
+    TFRecordDataset's own DataLossError ("corrupted record at 99398") does not
+    say which file, and tf.data has no per-file error hook. So a read error
+    ends the shard's records early (`ignore_errors`: a one-file TFRecordDataset
+    ends after its first bad record), a count checks that all `take` came, and
+    if not, an InvalidArgumentError names the file and what to do. Nothing is
+    skipped silently: the epoch fails.
+    """
+    records = tf.data.TFRecordDataset(filename).skip(skip).take(take)
+    # ignore_errors retries its input until it gets an element or the end. A
+    # shard that cannot be opened (missing, unreadable) fails every retry: the
+    # zip with a range bounds the retries, since each one uses up a number.
+    bounded = tf.data.Dataset.zip(tf.data.Dataset.range(take + 1), records).ignore_errors()
+    groups = bounded.batch(_CHECK_GROUP).map(lambda _, group: (group, tf.constant(False)))
+    end = tf.data.Dataset.from_tensors((tf.constant([b""]), tf.constant(True)))
+
+    def fail(n):
+        # Built only on failure: the message costs a regex and a join.
+        message = _shard_error(filename, n, take)
+        with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
+            return tf.constant(False)
+
+    def count(n, item):
+        group, is_end = item
+        complete = tf.logical_or(tf.logical_not(is_end), tf.equal(n, take))
+        check = tf.cond(complete, lambda: tf.constant(True), lambda: fail(n))
+        with tf.control_dependencies([check]):
+            return n + tf.size(group, out_type=tf.int64), (tf.identity(group), is_end)
+
+    counted = groups.concatenate(end).scan(tf.constant(0, tf.int64), count)
+    checked = counted.filter(lambda group, is_end: tf.logical_not(is_end))
+    return checked.map(lambda group, is_end: group).unbatch()
+
+
+def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
+    folder = tf.strings.regex_replace(filename, r"[/\\][^/\\]*$", "")
+    return tf.strings.join(
+        [
+            "fast_tfds: shard ",
+            filename,
+            " gave ",
+            tf.strings.as_string(n),
+            " of the ",
+            tf.strings.as_string(take),
+            " records the dataset's metadata lists: it is missing, truncated or "
+            "corrupt (a TFRecord length or CRC check failed). Check every shard with "
+            "`fast-tfds verify ",
+            folder,
+            "`, then rebuild the dataset (`tfds build ... --overwrite`).",
+        ]
     )
 
 

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.resources
 import io
 import pickle
 import posixpath
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
-from typing import BinaryIO
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 
 from fast_tfds import builder as fast_builder
+from fast_tfds import parallel
 
 _BASE_URL = "http://vision.stanford.edu/aditya86/ImageNetDogs/"
 _IMAGES_URL = _BASE_URL + "images.tar"
@@ -81,7 +83,7 @@ class Builder(fast_builder.FastImageBuilder):
 
     # images.tar (790 MB) holds both splits, mixed in breed folders. TFDS's own
     # builder reads it once per split. Here `_split_generators` reads it once:
-    # it normalizes every listed image (in parallel, `normalize_all`) and
+    # it normalizes every listed image (in parallel, with `make_example`) and
     # appends each finished example to its split's spool file, then each split
     # generator reads its spool back. This does not depend on the order in
     # which TFDS consumes the split generators, and memory stays bounded (the
@@ -90,6 +92,10 @@ class Builder(fast_builder.FastImageBuilder):
     # output needs that much disk anyway, and `_generate_splits` removes the
     # folder before TFDS renames the build folder, whether the build succeeds
     # or fails.
+    #
+    # On Beam, the driver reads only the lists, the annotations and the headers
+    # of images.tar; workers read each image by its offset in the tar and run
+    # the same `make_example` (see fast_tfds.beam_support).
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         images_tar = self.source_path(dl_manager, _IMAGES_URL)
@@ -98,6 +104,8 @@ class Builder(fast_builder.FastImageBuilder):
 
         listed = read_lists(dl_manager.iter_archive(lists_tar))
         annotations = read_annotations(dl_manager.iter_archive(annotation_tar))
+        if self.on_beam:
+            return self._beam_splits(images_tar, listed, annotations)
         self._spool_dir = self.data_path / "_spool"
         self._spool_dir.mkdir(parents=True, exist_ok=True)
         reports = self._spool_images(dl_manager.iter_archive(images_tar), listed, annotations)
@@ -114,6 +122,53 @@ class Builder(fast_builder.FastImageBuilder):
     def _spool_path(self, split: str) -> epath.Path:
         return self._spool_dir / f"{split}.pickle"
 
+    def _listed_images(
+        self,
+        archive: Iterable[tuple[str, Any]],
+        listed: dict[str, tuple[str, str]],
+        annotations: dict[str, Annotation | str],
+        reports: dict[str, fast_builder.SkipReport],
+    ) -> Iterator[tuple[str, Any, ImageInfo]]:
+        """(member, payload, info) of each image of images.tar to normalize.
+
+        `archive` yields (member name, payload): a file object locally, an
+        offset on Beam. Whatever is left out is recorded in `reports`: members
+        in neither list (split 'unlisted', recorded here), listed images without
+        a usable annotation, and, at the end, listed images not in the tar.
+        """
+        unlisted = fast_builder.SkipReport(self.name, UNLISTED)
+        label_names = set(self.info.features["label"].names)
+        seen: set[str] = set()
+        for member, payload in archive:
+            member = member.replace("\\", "/")
+            match = _IMAGE_NAME.match(member)
+            if not match:
+                unlisted.skip(member, "not an image member Images/<breed>/<name>.jpg")
+                continue
+            key = f"{match.group(1)}/{match.group(2)}"  # As in the lists.
+            if key not in listed:
+                unlisted.skip(member, "in neither train_list.mat nor test_list.mat")
+                continue
+            seen.add(key)
+            split, annotation_name = listed[key]
+            label = match.group(1).lower()
+            annotation = annotations.get(annotation_name)
+            if label not in label_names:
+                reports[split].skip(member, "breed folder is not one of the 120 classes")
+            elif annotation is None:
+                reports[split].skip(member, "no annotation in annotation.tar")
+            elif isinstance(annotation, str):
+                reports[split].skip(member, annotation)
+            else:
+                yield member, payload, ImageInfo(key, split, label, annotation)
+        for key, (split, _) in sorted(listed.items()):
+            if key not in seen:
+                reports[split].skip(
+                    f"Images/{key}", f"listed in {split}_list.mat, not in images.tar"
+                )
+        if unlisted.skipped:
+            self.record_skips(unlisted)
+
     def _spool_images(
         self,
         archive: Iterable[tuple[str, BinaryIO]],
@@ -122,70 +177,49 @@ class Builder(fast_builder.FastImageBuilder):
     ) -> dict[str, fast_builder.SkipReport]:
         """The single pass over images.tar; returns each split's SkipReport."""
         reports = {split: fast_builder.SkipReport(self.name, split) for split in SPLITS}
-        unlisted = fast_builder.SkipReport(self.name, UNLISTED)
-        # normalize_all records undecodable files in one report; they are moved
-        # to their split's report below.
-        undecodable = fast_builder.SkipReport(self.name, "images.tar")
-        label_names = set(self.info.features["label"].names)
-        seen: set[str] = set()
+        make = functools.partial(make_example, size=self.stored_size)
 
-        def listed_members():
-            for member, fobj in archive:
-                member = member.replace("\\", "/")
-                match = _IMAGE_NAME.match(member)
-                if not match:
-                    unlisted.skip(member, "not an image member Images/<breed>/<name>.jpg")
-                    continue
-                key = f"{match.group(1)}/{match.group(2)}"  # As in the lists.
-                if key not in listed:
-                    unlisted.skip(member, "in neither train_list.mat nor test_list.mat")
-                    continue
-                seen.add(key)
-                split, annotation_name = listed[key]
-                label = match.group(1).lower()
-                annotation = annotations.get(annotation_name)
-                if label not in label_names:
-                    reports[split].skip(member, "breed folder is not one of the 120 classes")
-                elif annotation is None:
-                    reports[split].skip(member, "no annotation in annotation.tar")
-                elif isinstance(annotation, str):
-                    reports[split].skip(member, annotation)
-                else:
-                    yield member, fobj.read(), (key, split, label, annotation)
+        def work(member):  # The pure per-example function, and the example's split.
+            return member[2].split, make(member)
 
+        members = (
+            (member, fobj.read(), info)
+            for member, fobj, info in self._listed_images(archive, listed, annotations, reports)
+        )
         with (
             self._spool_path("train").open("wb") as train_spool,
             self._spool_path("test").open("wb") as test_spool,
         ):
             spools = {"train": train_spool, "test": test_spool}
-            normalized = tfds.core.utils.tqdm(
-                self.normalize_all(listed_members(), undecodable),
+            results = tfds.core.utils.tqdm(
+                parallel.ordered_thread_map(work, members),
                 desc="Normalizing images.tar (both splits)...",
                 total=len(listed),
                 unit=" images",
                 leave=False,
             )
-            for member, image, (key, split, label, annotation) in normalized:
-                example = {
-                    "image": image.jpeg,
-                    "image/filename": member,
-                    "label": label,
-                    "objects": [{"bbox": box} for box in annotation.bboxes(image)],
-                }
-                pickle.dump((key, example), spools[split], protocol=pickle.HIGHEST_PROTOCOL)
+            for split, result in results:
+                if isinstance(result, fast_builder.Skipped):
+                    reports[split].skip(result.file, result.reason)
+                    continue
+                pickle.dump(result, spools[split], protocol=pickle.HIGHEST_PROTOCOL)
                 reports[split].kept += 1
-
-        for skipped in undecodable.skipped:
-            key = skipped["file"].removeprefix("Images/")
-            reports[listed[key][0]].skip(skipped["file"], skipped["reason"])
-        for key, (split, _) in sorted(listed.items()):
-            if key not in seen:
-                reports[split].skip(
-                    f"Images/{key}", f"listed in {split}_list.mat, not in images.tar"
-                )
-        if unlisted.skipped:
-            self.record_skips(unlisted)
         return reports
+
+    def _beam_splits(self, images_tar, listed, annotations):
+        from fast_tfds.beam_support import TarMemberReader, tar_members
+
+        reports = {split: fast_builder.SkipReport(self.name, split) for split in SPLITS}
+        members = {split: [] for split in SPLITS}
+        listing = self._listed_images(tar_members(images_tar), listed, annotations, reports)
+        for member, location, info in listing:
+            members[info.split].append((member, location, info))
+        make = functools.partial(make_example, size=self.stored_size)
+        reader = TarMemberReader(images_tar)
+        return {
+            split: self.examples_on_beam(make, members[split], reader, reports[split])
+            for split in SPLITS
+        }
 
     def _generate_examples(self, split: str, report: fast_builder.SkipReport):
         path = self._spool_path(split)
@@ -200,6 +234,38 @@ class Builder(fast_builder.FastImageBuilder):
             self.record_skips(report)
         finally:
             path.unlink(missing_ok=True)  # Free the disk as soon as the split is written.
+
+
+# -- the per-example work ------------------------------------------------------
+
+
+class ImageInfo(NamedTuple):
+    """What the lists and annotations say about one image of images.tar."""
+
+    key: str  # 'n02085620-Chihuahua/n02085620_10074.jpg', as in the lists
+    split: str
+    label: str
+    annotation: Annotation
+
+
+def make_example(
+    member: tuple[str, bytes, ImageInfo], size: tuple[int, int] | None
+) -> fast_builder.KeyExample | fast_builder.Skipped:
+    """(member name, bytes, info) -> (key, example), or why the image is left out.
+
+    The whole per-example work of a build, pure: the local build runs it in
+    threads, a Beam build on its workers.
+    """
+    name, data, info = member
+    image = fast_builder.normalize_or_skip(name, data, size)
+    if isinstance(image, fast_builder.Skipped):
+        return image
+    return info.key, {
+        "image": image.jpeg,
+        "image/filename": name,
+        "label": info.label,
+        "objects": [{"bbox": box} for box in info.annotation.bboxes(image)],
+    }
 
 
 # -- lists ---------------------------------------------------------------------
