@@ -56,6 +56,8 @@ setup(
             "pytest-xdist>=3.5",
             "dill>=0.3.8",  # tfds.testing needs it
             "ruff>=0.6",
+            "hypothesis>=6.100",  # fuzzing of image normalization
+            "matplotlib>=3.8",  # the benchmark's chart is tested too
         ],
         "bench": ["matplotlib>=3.8"],
     },
