@@ -14,6 +14,8 @@ from collections.abc import Iterable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds import reader
+
 AUTOTUNE = tf.data.AUTOTUNE
 SEED_BATCH = 32
 SEED_SIZE = (224, 224)
@@ -88,7 +90,6 @@ def decode_ceiling(
     jpegs: tf.Tensor,
     resize_to: tuple[int, int] | None = None,
     *,
-    to_float: bool = False,
     convert=None,
     batch_size: int = SEED_BATCH,
 ) -> tf.data.Dataset:
@@ -99,10 +100,8 @@ def decode_ceiling(
     """
 
     def decode(data):
-        image = tf.io.decode_jpeg(data, channels=3)
-        if resize_to is not None:
-            image = tf.cast(tf.round(tf.image.resize(image, resize_to)), tf.uint8)
-        return image
+        # The reader's own resize, so the ceiling does exactly the reader's work.
+        return reader.resize_uint8(tf.io.decode_jpeg(data, channels=3), resize_to)
 
     ds = tf.data.Dataset.from_tensor_slices(jpegs).map(
         decode, num_parallel_calls=AUTOTUNE, deterministic=False
@@ -110,8 +109,6 @@ def decode_ceiling(
     ds = ds.batch(batch_size)
     if convert is not None:
         ds = ds.map(convert, num_parallel_calls=AUTOTUNE)
-    elif to_float:
-        ds = ds.map(lambda b: tf.cast(b, tf.float32) * (1.0 / 255.0), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 
 

@@ -9,14 +9,13 @@ pipelines measured afterwards, which would hide part of their RSS growth.
 from __future__ import annotations
 
 import datetime
-import functools
 import os
 import platform
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
+
+from fast_tfds import sample_archives
 
 DATASETS = ("cats_vs_dogs_fast", "stanford_dogs_tfrecord")
 CONFIGS = ("224", "original")
@@ -25,7 +24,6 @@ DEFAULT_WORKDIR = Path("fast_tfds_bench")
 # ~3,000 float32 images/s) while the seeds' float32 cache (0.6 MB an image)
 # still fits in memory. Stanford Dogs: 200 a breed, of which 60% (14,400) are train.
 DEFAULT_IMAGES_PER_CLASS = {"cats_vs_dogs_fast": 7500, "stanford_dogs_tfrecord": 200}
-_COMPLETE = "COMPLETE"  # written after the archives, so a half-written sample is redone
 
 
 def sample_data_dir(dataset: str, workdir: Path, images_per_class: int) -> Path:
@@ -35,8 +33,8 @@ def sample_data_dir(dataset: str, workdir: Path, images_per_class: int) -> Path:
     if all(is_built(dataset, config, data_dir) for config in CONFIGS):
         print(f"Reusing the built sample in {data_dir}")
         return data_dir
-    if not (manual_dir / _COMPLETE).exists():
-        write_archives(dataset, manual_dir, images_per_class)
+    if not sample_archives.is_complete(dataset, manual_dir):
+        sample_archives.write(dataset, manual_dir, images_per_class)
     print(f"Building {dataset} (configs {', '.join(CONFIGS)}) into {data_dir} ...", flush=True)
     command = [
         sys.executable,
@@ -59,52 +57,6 @@ def sample_data_dir(dataset: str, workdir: Path, images_per_class: int) -> Path:
 def is_built(dataset: str, config: str, data_dir: Path) -> bool:
     # What tfds.builder(...).is_prepared() checks, without its warning about a missing folder.
     return any((Path(data_dir) / dataset / config).glob("*/dataset_info.json"))
-
-
-def write_archives(dataset: str, manual_dir: Path, images_per_class: int) -> None:
-    from fast_tfds import sample, sample_stanford_dogs
-
-    manual_dir.mkdir(parents=True, exist_ok=True)
-    (manual_dir / _COMPLETE).unlink(missing_ok=True)
-    if dataset == "cats_vs_dogs_fast":
-        what = f"{images_per_class} photos per class"
-        write = functools.partial(
-            sample.write_cats_zip, manual_dir / sample.CATS_ZIP_NAME, images_per_class
-        )
-    else:
-        what = f"120 breeds x {images_per_class} photos"
-        write = functools.partial(
-            sample_stanford_dogs.write_stanford_dogs_archives,
-            manual_dir,
-            images_per_class,
-            breeds=range(120),
-        )
-    with_folder_progress(manual_dir, f"Writing the {dataset} sample ({what})", write)
-    (manual_dir / _COMPLETE).write_text("complete\n")
-
-
-def with_folder_progress(folder: Path, description: str, work: Callable[[], object]):
-    """Runs `work()` in a thread while a progress bar shows the bytes written into `folder`."""
-    from tqdm import tqdm
-
-    outcome: dict[str, object] = {}
-
-    def run():
-        try:
-            outcome["value"] = work()
-        except BaseException as err:  # re-raised in the calling thread
-            outcome["error"] = err
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    with tqdm(desc=description, unit="B", unit_scale=True) as bar:
-        while thread.is_alive():
-            thread.join(0.5)
-            written = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            bar.update(written - bar.n)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome.get("value")
 
 
 def build(dataset: str, data_dir: str, manual_dir: str) -> None:

@@ -31,28 +31,23 @@ _BUILD_SUMMARY = re.compile(
 
 def write_samples(
     manual_dir: Path, images_per_class: int, dogs_per_breed: int, *, fresh: bool = False
-) -> bool:
-    """Writes both datasets' sample archives into `manual_dir`; returns whether it wrote any."""
-    from fast_tfds import sample, sample_stanford_dogs
+) -> set[str]:
+    """Writes both datasets' sample archives into `manual_dir` unless complete ones are
+    there; returns the datasets it wrote."""
+    from fast_tfds import sample_archives
 
-    cats = manual_dir / sample.CATS_ZIP_NAME
-    dogs = manual_dir / "images.tar"
-    if cats.exists() and dogs.exists() and not fresh:
-        print(f"Reusing the sample archives in {manual_dir} (pass --fresh to regenerate).")
-        return False
-    print(f"Writing {cats}: {images_per_class} photos per class and every quirk ...")
-    counts = sample.write_cats_zip(cats, images_per_class)
-    print(
-        f"  {counts['expected_examples']} images that decode, "
-        f"{counts['skipped_quirks']} broken files."
-    )
-    print(f"Writing images.tar, annotation.tar, lists.tar: 120 breeds x {dogs_per_breed} ...")
-    dogs_counts = sample_stanford_dogs.write_stanford_dogs_archives(
-        manual_dir, dogs_per_breed, breeds=range(120)
-    )
-    expected = dogs_counts["expected_examples"]
-    print(f"  train {expected['train']}, test {expected['test']} images that decode.")
-    return True
+    written = set()
+    for dataset, size in (
+        ("cats_vs_dogs_fast", images_per_class),
+        ("stanford_dogs_tfrecord", dogs_per_breed),
+    ):
+        if sample_archives.is_complete(dataset, manual_dir) and not fresh:
+            print(f"Reusing the {dataset} sample in {manual_dir} (pass --fresh to regenerate).")
+            continue
+        expected = sample_archives.write(dataset, manual_dir, size)["expected_examples"]
+        print(f"  {dataset}: images that decode: {expected}")
+        written.add(dataset)
+    return written
 
 
 def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: bool) -> None:
@@ -91,7 +86,7 @@ def demo(args: argparse.Namespace) -> None:
         manual_dir, args.images_per_class, args.dogs_per_breed, fresh=args.fresh
     )
     for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
-        tfds_build(dataset, data_dir, manual_dir, overwrite=written)
+        tfds_build(dataset, data_dir, manual_dir, overwrite=dataset in written)
 
     tf = quiet_tensorflow()
     import tensorflow_datasets as tfds
