@@ -6,6 +6,19 @@ from setuptools import setup
 
 HERE = Path(__file__).parent
 
+# The sample archives (`fast-tfds demo`, `fast-tfds sample`): real photographs
+# shipped inside scikit-image, and a progress bar.
+DEMO = ["scikit-image>=0.22", "tqdm>=4.60"]
+# `fast-tfds bench`: the samples, memory figures and the chart.
+BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
+TEST = [
+    "pytest>=8.0",
+    "pytest-xdist>=3.5",
+    "dill>=0.3.8",  # tfds.testing needs it
+    "ruff>=0.6",
+    "hypothesis>=6.100",  # fuzzing of image normalization
+]
+
 setup(
     name="fast-image-tfds",
     version="1.0.0",
@@ -18,6 +31,11 @@ setup(
     python_requires=">=3.11,<3.13",
     packages=[
         "fast_tfds",
+        "fast_tfds.build",
+        "fast_tfds.read",
+        "fast_tfds.samples",
+        "fast_tfds.cli",
+        "fast_tfds.bench",
         "fast_tfds.checksums",
         "cats_vs_dogs_fast",
         "stanford_dogs_tfrecord",
@@ -45,21 +63,12 @@ setup(
         "protobuf>=6.31.1",
         # Stanford Dogs' train/test lists are MATLAB .mat files.
         "scipy>=1.10",
-        # Real photographs for the offline sample archives.
-        "scikit-image>=0.22",
-        "tqdm>=4.60",
-        "psutil>=5.9",
     ],
     extras_require={
-        "test": [
-            "pytest>=8.0",
-            "pytest-xdist>=3.5",
-            "dill>=0.3.8",  # tfds.testing needs it
-            "ruff>=0.6",
-            "hypothesis>=6.100",  # fuzzing of image normalization
-            "matplotlib>=3.8",  # the benchmark's chart is tested too
-        ],
-        "bench": ["matplotlib>=3.8"],
+        "demo": DEMO,
+        "bench": BENCH,
+        # The tests cover the samples and the benchmark too.
+        "test": sorted({*DEMO, *BENCH, *TEST}),
     },
     entry_points={
         "console_scripts": ["fast-tfds=fast_tfds.cli:main"],

@@ -7,7 +7,9 @@ import re
 
 import tensorflow_datasets as tfds
 
-from fast_tfds import builder as fast_builder
+from fast_tfds.build import FastImageBuilder, image_configs
+from fast_tfds.build.archives import ZipMemberReader, zip_members
+from fast_tfds.build.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
 
 _URL = (
     "https://download.microsoft.com/download/3/E/1/"
@@ -17,7 +19,7 @@ _HOMEPAGE = "https://www.microsoft.com/en-us/download/details.aspx?id=54765"
 _IMAGE_NAME = re.compile(r"^PetImages[\\/](Cat|Dog)[\\/]\d+\.jpg$")
 
 
-class Builder(fast_builder.FastImageBuilder):
+class Builder(FastImageBuilder):
     """Cats vs Dogs: every image that decodes, as RGB JPEG, in >= 16 shards."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -28,7 +30,7 @@ class Builder(fast_builder.FastImageBuilder):
             "original; >= 16 shards per split; skipped files listed in metadata."
         ),
     }
-    BUILDER_CONFIGS = fast_builder.image_configs()
+    BUILDER_CONFIGS = image_configs()
 
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
@@ -47,46 +49,32 @@ class Builder(fast_builder.FastImageBuilder):
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         archive = self.source_path(dl_manager, _URL)
         # No official split: everything is 'train'; slice it with 'train[:80%]'.
-        return {"train": self._generate_examples(archive, dl_manager.iter_archive(archive))}
+        return {"train": self._generate_examples(archive)}
 
-    def _generate_examples(self, archive_path, archive):
-        """Local: a generator of examples. On Beam: a transform whose workers
-        read the members from the zip themselves (see fast_tfds.beam_support)."""
-        report = fast_builder.SkipReport(self.name, "train")
+    def _generate_examples(self, archive):
+        report = SkipReport(self.name, "train")
+        members = []
+        for member in zip_members(archive):
+            name = member.replace("\\", "/")  # Zips made on Windows may use either.
+            match = _IMAGE_NAME.match(name)
+            if match:
+                members.append((name, member, match.group(1).lower()))
+            else:  # Thumbs.db, the readme, the licence.
+                report.skip(name, "not an image member of PetImages/Cat or PetImages/Dog")
         make = functools.partial(make_example, size=self.stored_size)
-
-        def image_members():  # (name, iter_archive's name, fobj, label) of the images
-            for archive_name, fobj in archive:
-                name = archive_name.replace("\\", "/")
-                match = _IMAGE_NAME.match(name)
-                if match:
-                    yield name, archive_name, fobj, match.group(1).lower()
-                else:  # Thumbs.db, the readme, the licence.
-                    report.skip(name, "not an image member of PetImages/Cat or PetImages/Dog")
-
-        if self.on_beam:
-            from fast_tfds.beam_support import ZipMemberReader
-
-            members = [(name, where, label) for name, where, _, label in image_members()]
-            return self.examples_on_beam(make, members, ZipMemberReader(archive_path), report)
-        return self._generate_locally(make, image_members(), report)
-
-    def _generate_locally(self, make, image_members, report):
-        members = ((name, fobj.read(), label) for name, _, fobj, label in image_members)
-        yield from self.examples_in_threads(make, members, report)
-        self.record_skips(report)
+        return self.generate_examples(make, members, ZipMemberReader(archive), report)
 
 
 def make_example(
     member: tuple[str, bytes, str], size: tuple[int, int] | None
-) -> fast_builder.KeyExample | fast_builder.Skipped:
+) -> KeyExample | Skipped:
     """(name, bytes, label) -> (key, example), or why the file is left out.
 
     The whole per-example work of a build, pure: the local build runs it in
     threads, a Beam build on its workers.
     """
     name, data, label = member
-    image = fast_builder.normalize_or_skip(name, data, size)
-    if isinstance(image, fast_builder.Skipped):
+    image = normalize_or_skip(name, data, size)
+    if isinstance(image, Skipped):
         return image
     return name, {"image": image.jpeg, "image/filename": name, "label": label}

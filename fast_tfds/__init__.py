@@ -1,0 +1,43 @@
+"""fast_tfds: the library behind the cats_vs_dogs_fast and stanford_dogs_tfrecord builders.
+
+Layers, each a subpackage, importing downward only:
+
+    datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
+        -> fast_tfds.build (builders: sources, shards, skips, Beam)
+        -> fast_tfds.read  (the fast tf.data reader)
+    fast_tfds.cli, fast_tfds.bench, fast_tfds.samples: tooling on top of them.
+
+The public API is re-exported here and loaded on first use, so that importing
+a submodule (the samples, a non-TensorFlow loader) does not load TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "as_fast_dataset": "fast_tfds.read.reader",
+    "read_split": "fast_tfds.read.reader",
+    "load_builder": "fast_tfds.read.reader",
+    "ReadOptions": "fast_tfds.read.options",
+    "FastImageBuilder": "fast_tfds.build.builder",
+    "ImageConfig": "fast_tfds.build.builder",
+    "image_configs": "fast_tfds.build.builder",
+    "SkipReport": "fast_tfds.build.examples",
+    "Skipped": "fast_tfds.build.examples",
+    "MIN_SHARDS_PER_SPLIT": "fast_tfds.build.shards",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fast_tfds' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -3,4 +3,4 @@
 EXTRAS="test" source "$(dirname "$0")/_venv.sh"
 ruff check .
 ruff format --check .
-exec python -m pytest "$@"
+exec python -m pytest -n auto "$@"

@@ -5,7 +5,7 @@ ds = stanford_dogs_tfrecord.as_fast_dataset("train", batch_size=64)
 ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
 """
 
-from fast_tfds import reader as _reader
+from fast_tfds.read import reader as _reader
 from stanford_dogs_tfrecord import boxes as _boxes
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
 
@@ -20,7 +20,7 @@ def as_fast_dataset(
     as_supervised: bool = True,
     **options,
 ):
-    """`split` of stanford_dogs_tfrecord as fast batches; see `fast_tfds.reader.as_fast_dataset`.
+    """`split` of stanford_dogs_tfrecord as fast batches; see `fast_tfds.as_fast_dataset`.
 
     Builds the dataset first if needed (pass download_config= with a manual_dir
     to build from local copies of the archives).
@@ -39,7 +39,7 @@ def as_fast_dataset(
         box are returned whole. Returned boxes stay relative to the whole image.
       as_supervised: (image, label) tuples (see with_boxes), else dicts of all
         features.
-      **options: see `fast_tfds.reader.as_fast_dataset` and `read_split`, e.g.
+      **options: see `fast_tfds.as_fast_dataset` and `read_split`, e.g.
         batch_size, image_size, cache, data_dir, config, download_config. The
         crop and the boxes are computed before the cache, so a cached pipeline
         caches them too.

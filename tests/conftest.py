@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
-from fast_tfds import sample  # noqa: E402
+from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
 
 CATS_PER_CLASS = 20
 
@@ -18,8 +18,8 @@ CATS_PER_CLASS = 20
 def cats_sample(tmp_path_factory):
     """(manual_dir, counts) of a small Cats vs Dogs look-alike archive with every quirk."""
     manual_dir = tmp_path_factory.mktemp("cats_manual")
-    counts = sample.write_cats_zip(
-        manual_dir / sample.CATS_ZIP_NAME, CATS_PER_CLASS, seed=3, image_size=(96, 80)
+    counts = cats_archive.write_cats_zip(
+        manual_dir / cats_archive.CATS_ZIP_NAME, CATS_PER_CLASS, seed=3, image_size=(96, 80)
     )
     return manual_dir, counts
 

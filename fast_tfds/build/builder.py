@@ -1,0 +1,192 @@
+"""The base of both dataset builders.
+
+- `ImageConfig`: the `224` (default) and `original` configs.
+- Sources: a file of the archive's name in the manual dir wins over a download
+  (`sources`).
+- Shards: at least `MIN_SHARDS_PER_SPLIT` per split (`shards`).
+- Skips: what a build leaves out is counted, logged and kept in the metadata
+  (`examples.SkipReport`).
+- Examples: `generate_examples` runs a dataset's pure per-example function over
+  archive members, in local threads or on Apache Beam workers (`beam`), so the
+  dataset builders never branch on where they run.
+- `as_fast_dataset()`: the shared fast reader, as a builder method.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import tensorflow_datasets as tfds
+from etils import epath
+
+from fast_tfds.build import parallel, sources
+from fast_tfds.build.examples import KeyExample, Skipped, SkipReport
+from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
+
+SIZE_224 = 224
+
+# (filename, where the bytes are, what else the example needs): a zip member's
+# name or a tar member's (offset, size), read by a `build.archives` reader.
+Member = tuple[str, Any, Any]
+MakeExample = Callable[[tuple[str, bytes, Any]], KeyExample | Skipped]
+
+
+class ImageConfig(tfds.core.BuilderConfig):
+    """A config is the size images are stored at: square `image_size` or original."""
+
+    def __init__(self, *, image_size: int | None, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size = image_size
+
+    @property
+    def stored_shape(self) -> tuple[int | None, int | None, int]:
+        return (self.image_size, self.image_size, 3)
+
+
+def image_configs(resize_note: str = "") -> list[ImageConfig]:
+    return [
+        ImageConfig(
+            name="224",
+            image_size=SIZE_224,
+            description=(
+                "Images resized to 224x224 at build time (Pillow bilinear with "
+                "antialiasing, aspect ratio not kept, as the seeds' tf.image.resize "
+                "does at read time), stored as RGB baseline JPEG quality 90." + resize_note
+            ),
+        ),
+        ImageConfig(
+            name="original",
+            image_size=None,
+            description=(
+                "Images at their original resolution, re-encoded once as RGB "
+                "baseline JPEG quality 90."
+            ),
+        ),
+    ]
+
+
+class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+    """Base of both builders. Subclasses set VERSION, BUILDER_CONFIGS and the TFDS methods."""
+
+    MIN_SHARDS_PER_SPLIT = MIN_SHARDS_PER_SPLIT
+    on_beam = False  # Whether the build running now runs on Apache Beam.
+    MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+    Optional. Without a manual dir the archives are downloaded from their
+    official URLs and checked against the registered sha256. To build from a
+    copy instead (a mirror, a sample, a machine without internet), put files of
+    the same names in a folder and pass it with `tfds build --manual_dir DIR` or
+    `tfds.download.DownloadConfig(manual_dir=DIR)`; their checksums are not
+    checked.
+    """
+
+    @tfds.core.utils.classproperty
+    @classmethod
+    def _checksums_path(cls) -> epath.Path:
+        # The registered checksums live in the repository's top-level checksums/
+        # folder, installed as the fast_tfds.checksums package.
+        return epath.Path(str(importlib.resources.files("fast_tfds.checksums"))) / f"{cls.name}.tsv"
+
+    def source_path(self, dl_manager: tfds.download.DownloadManager, url: str) -> epath.Path:
+        """The manual dir's file of the URL's name if there is one, else the download."""
+        return sources.source_path(dl_manager, url, dataset=self.name, url_infos=self.url_infos)
+
+    # TFDS private API (a test names it, see tests/build/test_tfds_internals.py):
+    # `_generate_splits` is where TFDS makes the split builder from the
+    # download config, the one place to give it our shard policy.
+    def _generate_splits(self, dl_manager, download_config):
+        # `tfds build --beam_pipeline_options=...` sets beam_options, the API
+        # either; then `generate_examples` returns Beam transforms.
+        self.on_beam = (download_config.beam_runner, download_config.beam_options) != (None, None)
+        self._beam_reports: list[tuple[SkipReport, epath.Path]] = []
+        config = AtLeastShardsDownloadConfig.from_config(
+            download_config, min_num_shards=self.MIN_SHARDS_PER_SPLIT
+        )
+        try:
+            split_infos = super()._generate_splits(dl_manager, config)
+            # The pipeline has run: the workers' skips are in their files.
+            for report, path in self._beam_reports:
+                _add_worker_skips(report, path)
+                self.record_skips(report)
+            return split_infos
+        finally:
+            if self.on_beam and self._beam_skips_dir.exists():
+                self._beam_skips_dir.rmtree()
+
+    # -- images ----------------------------------------------------------------
+
+    @property
+    def stored_size(self) -> tuple[int, int] | None:
+        size = self.builder_config.image_size
+        return None if size is None else (size, size)
+
+    def image_feature(self) -> tfds.features.Image:
+        return tfds.features.Image(shape=self.builder_config.stored_shape, encoding_format="jpeg")
+
+    def record_skips(self, report: SkipReport) -> None:
+        report.log_summary()
+        skipped = dict(self.info.metadata.get("skipped", {}))
+        skipped[report.split] = report.as_metadata()
+        self.info.metadata["skipped"] = skipped
+
+    # -- examples: one pure function, run locally or on Beam ---------------------
+
+    def generate_examples(
+        self,
+        make_example: MakeExample,
+        members: Iterable[Member],
+        read_member: Callable[[Any], bytes],
+        report: SkipReport,
+    ):
+        """make_example over each member's bytes: what `_generate_examples` returns.
+
+        Locally, a generator: members are read in order in this thread and
+        `make_example` runs in threads (Pillow releases the GIL). On Beam, a
+        transform whose workers read and make the examples. Either way the
+        `Skipped` results are recorded in `report`, and the report in the
+        metadata, once the split is complete. Both callables must pickle for
+        Beam: module-level functions (or partials of them) and `archives` readers.
+        """
+        if self.on_beam:
+            from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+
+            path = self._beam_skips_dir / f"{report.split}.json"
+            self._beam_reports.append((report, path))
+            return beam.examples_transform(list(members), read_member, make_example, path)
+        return self._examples_in_threads(make_example, members, read_member, report)
+
+    def _examples_in_threads(self, make_example, members, read_member, report) -> Iterator:
+        with_bytes = ((name, read_member(where), extra) for name, where, extra in members)
+        for result in parallel.ordered_thread_map(make_example, with_bytes):
+            if isinstance(result, Skipped):
+                report.skip(result.file, result.reason)
+                continue
+            report.kept += 1
+            yield result
+        self.record_skips(report)
+
+    def _process_pipeline_result(self, pipeline_result) -> None:
+        from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+
+        beam.log_counters(self.name, pipeline_result)
+
+    @property
+    def _beam_skips_dir(self) -> epath.Path:
+        # Inside the (incomplete) build folder: the workers and this process both
+        # reach it, as they must reach the output (gs:// on Dataflow).
+        return self.data_path / "_beam_skips"
+
+    # -- reading ---------------------------------------------------------------
+
+    def as_fast_dataset(self, split: str = "train", **options):
+        """The split through the shared fast reader; see `fast_tfds.read.reader.read_split`."""
+        from fast_tfds.read import reader  # build/ and read/ are siblings: no import at load.
+
+        return reader.read_split(self, split, **options)
+
+
+def _add_worker_skips(report: SkipReport, path: epath.Path) -> None:
+    from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+
+    beam.add_worker_skips(report, path)

@@ -1,0 +1,71 @@
+"""What a per-example function returns, and the report of what a build leaves out.
+
+A leaf module: the builder, the Beam transform and both datasets import it, and
+it imports nothing of theirs.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+from absl import logging
+
+from fast_tfds.build import images
+
+KeyExample = tuple[str, dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """What a per-example function returns for a file the build leaves out."""
+
+    file: str
+    reason: str
+
+
+def normalize_or_skip(
+    filename: str, data: bytes, size: tuple[int, int] | None
+) -> images.NormalizedImage | Skipped:
+    """The image step of every per-example function: a clean JPEG, or why not."""
+    try:
+        return images.normalize_image(data, size)
+    except images.UndecodableImage as err:
+        return Skipped(filename, err.reason)
+
+
+class SkipReport:
+    """Counts the files a split leaves out, and why."""
+
+    def __init__(self, dataset: str, split: str):
+        self.dataset = dataset
+        self.split = split
+        self.kept = 0
+        self.skipped: list[dict[str, str]] = []
+
+    def skip(self, filename: str, reason: str) -> None:
+        self.skipped.append({"file": filename, "reason": reason})
+
+    def by_reason(self) -> dict[str, int]:
+        return dict(collections.Counter(s["reason"] for s in self.skipped).most_common())
+
+    def log_summary(self) -> None:
+        if not self.skipped:
+            logging.info(
+                "%s/%s: kept %d images, skipped none.", self.dataset, self.split, self.kept
+            )
+            return
+        reasons = "; ".join(f"{n} x {reason}" for reason, n in self.by_reason().items())
+        logging.warning(
+            "%s/%s: kept %d images, skipped %d files (%s). The list is in the "
+            "dataset's metadata.json under 'skipped'.",
+            self.dataset,
+            self.split,
+            self.kept,
+            len(self.skipped),
+            reasons,
+        )
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {"count": len(self.skipped), "by_reason": self.by_reason(), "files": self.skipped}

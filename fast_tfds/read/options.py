@@ -1,0 +1,129 @@
+"""The options of `read_split`, validated once, in one frozen object.
+
+Users pass keywords (`as_fast_dataset(split, batch_size=64, ...)`); the reader
+turns them into a `ReadOptions` whose constructor checks each one and raises a
+one-line ValueError that names the argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+from collections.abc import Callable, Collection
+from typing import Any
+
+import tensorflow as tf
+
+DEFAULT_IMAGE_SIZE = 224
+SHARDING_POLICIES = ("dynamic", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """What `read_split` does; see its docstring for each field."""
+
+    batch_size: int | None = 32
+    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
+    cache: bool | str | os.PathLike = True
+    shuffle: bool = True
+    shuffle_buffer: int = 1024
+    seed: int | None = None
+    deterministic: bool | None = None
+    repeat: bool | int = False
+    drop_remainder: bool = False
+    dtype: tf.DType = tf.float32
+    as_supervised: bool = True
+    input_context: tf.distribute.InputContext | None = None
+    transform: Callable[[dict], dict] | None = None
+    transform_keys: Collection[str] = ()
+    service: str | None = None
+    service_sharding: str = "dynamic"
+
+    def __post_init__(self) -> None:
+        _check_batch_size(self.batch_size)
+        _check_image_size(self.image_size)
+        _check_cache(self.cache)
+        if not _is_int(self.shuffle_buffer) or self.shuffle_buffer < 1:
+            raise ValueError(f"shuffle_buffer={self.shuffle_buffer!r}: must be a positive integer")
+        if self.seed is not None and not _is_int(self.seed):
+            raise ValueError(f"seed={self.seed!r}: must be an integer or None")
+        if self.dtype not in (tf.float32, tf.uint8):
+            raise ValueError(
+                f"dtype={self.dtype!r}: must be tf.float32 (scaled to [0, 1]) or tf.uint8"
+            )
+        if not isinstance(self.repeat, bool) and (not _is_int(self.repeat) or self.repeat < 1):
+            raise ValueError(
+                f"repeat={self.repeat!r}: must be True, False or a positive number of epochs"
+            )
+        if self.service is not None:
+            if self.service_sharding not in SHARDING_POLICIES:
+                raise ValueError(
+                    f"service_sharding={self.service_sharding!r}: must be one of "
+                    f"{', '.join(SHARDING_POLICIES)}"
+                )
+            if self.deterministic:
+                raise ValueError(
+                    "deterministic=True: with service= the workers deliver examples as they "
+                    "decode them, so the order cannot be reproduced; leave deterministic unset"
+                )
+        object.__setattr__(self, "transform_keys", tuple(self.transform_keys))
+
+    @property
+    def is_deterministic(self) -> bool:
+        """Reproducible order: asked for, or implied by a seed (never with a service)."""
+        if self.service is not None:
+            return False
+        return self.seed is not None if self.deterministic is None else bool(self.deterministic)
+
+    @property
+    def epochs(self) -> int | None:
+        """Epochs per iteration: None for forever."""
+        if self.repeat is True:
+            return None
+        return 1 if self.repeat is False else int(self.repeat)
+
+    def replace(self, **changes: Any) -> ReadOptions:
+        return dataclasses.replace(self, **changes)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_batch_size(batch_size) -> None:
+    if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
+        raise ValueError(f"batch_size={batch_size!r}: must be a positive integer or None")
+
+
+def _check_image_size(image_size) -> None:
+    if image_size is None:
+        return
+    ok_int = _is_int(image_size) and image_size > 0
+    ok_pair = (
+        isinstance(image_size, (tuple, list))
+        and len(image_size) == 2
+        and all(_is_int(v) and v > 0 for v in image_size)
+    )
+    if not (ok_int or ok_pair):
+        raise ValueError(
+            f"image_size={image_size!r}: must be a positive int, a (height, width) pair, or None"
+        )
+
+
+def _check_cache(cache) -> None:
+    if cache is True or cache is False:
+        return
+    if not isinstance(cache, (str, os.PathLike)) or not os.fspath(cache):
+        raise ValueError(f"cache={cache!r}: must be True, False or a file path prefix")
+    path = os.fspath(cache)
+    if "://" in path:
+        # gs://, s3://, ram://: a folder is not a thing to check on object stores;
+        # TensorFlow's file system reports what it cannot write.
+        folder = posixpath.dirname(path)
+        if folder.endswith(":/"):
+            raise ValueError(f"cache={path!r}: give a path prefix inside the bucket or folder")
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not tf.io.gfile.isdir(folder):
+        raise ValueError(f"cache={path!r}: folder {folder} does not exist")

@@ -1,0 +1,126 @@
+"""Multi-worker input: input_context shards files; the example trains on two real workers."""
+
+import collections
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+import cats_vs_dogs_fast
+from tests.helpers import REPO
+
+EXAMPLE = REPO / "examples" / "multi_worker_training.py"
+
+
+@pytest.fixture(scope="module")
+def shard_of(cats_builder) -> dict[str, str]:
+    """{example filename: the shard file holding it}, read straight from the TFRecords."""
+    split = cats_builder.info.splits["train"]
+    assert split.num_shards == 16, "the fixture should be built in the full 16 shards"
+    spec = {"image/filename": tf.io.FixedLenFeature([], tf.string)}
+    shard_of = {}
+    for instruction in split.file_instructions:
+        path = os.fspath(instruction.filename)
+        for record in tf.data.TFRecordDataset(path):
+            name = tf.io.parse_single_example(record, spec)["image/filename"].numpy().decode()
+            shard_of[name] = os.path.basename(path)
+    return shard_of
+
+
+@pytest.mark.parametrize("pipelines", [2, 3, 4, 16])
+def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
+    cats_data_dir, cats_filenames, shard_of, pipelines
+):
+    names_per_pipeline = []
+    for pipeline_id in range(pipelines):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=pipelines,
+            input_pipeline_id=pipeline_id,
+            num_replicas_in_sync=pipelines,
+        )
+        ds = cats_vs_dogs_fast.as_fast_dataset(
+            "train",
+            data_dir=cats_data_dir,
+            download_and_prepare=False,
+            input_context=context,
+            batch_size=None,
+            image_size=32,
+            cache=False,
+            as_supervised=False,
+        )
+        names_per_pipeline.append([ex["image/filename"].numpy().decode() for ex in ds])
+    files_per_pipeline = [{shard_of[n] for n in names} for names in names_per_pipeline]
+    for i, files in enumerate(files_per_pipeline):
+        assert files, f"pipeline {i} of {pipelines} read nothing"
+        for j in range(i):
+            assert not files & files_per_pipeline[j], f"pipelines {j} and {i} share files"
+    assert len(set().union(*files_per_pipeline)) == 16
+    everything = [n for names in names_per_pipeline for n in names]
+    assert collections.Counter(everything) == collections.Counter(cats_filenames)
+    # Files are dealt out evenly: 16 over 3 pipelines is 6, 5, 5.
+    sizes = sorted(len(files) for files in files_per_pipeline)
+    assert sizes[-1] - sizes[0] <= 1
+
+
+def test_more_pipelines_than_files_is_a_clear_error(cats_data_dir):
+    context = tf.distribute.InputContext(
+        num_input_pipelines=17, input_pipeline_id=0, num_replicas_in_sync=17
+    )
+    with pytest.raises(ValueError) as excinfo:
+        cats_vs_dogs_fast.as_fast_dataset(
+            "train", data_dir=cats_data_dir, download_and_prepare=False, input_context=context
+        )
+    message = str(excinfo.value)
+    assert message.startswith("input_context: 17 input pipelines but only 16 shard files")
+    assert "\n" not in message
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_the_example_trains_on_two_workers(cats_data_dir):
+    """Two processes with TF_CONFIG, as on two machines: collectives and input sharding."""
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(tf_config),
+            "TF_ENABLE_ONEDNN_OPTS": "0",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+        }
+        command = [
+            *(sys.executable, os.fspath(EXAMPLE), "--data-dir", os.fspath(cats_data_dir)),
+            *("--steps", "2", "--epochs", "2", "--image-size", "32", "--batch-size", "8"),
+        ]
+        procs.append(
+            subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        )
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=240)[0])
+    finally:
+        for proc in procs:
+            proc.kill()
+    for index, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
+        assert proc.returncode == 0, output[-3000:]
+        assert "workers: 2, replicas in sync: 2" in output
+        assert f"input pipeline {index} of 2: batches of 4 per replica" in output
+    losses = [[line for line in out.splitlines() if line.startswith("epoch ")] for out in outputs]
+    assert len(losses[0]) == 2
+    assert losses[0] == losses[1], "the workers' losses are all-reduced, so they must agree"

@@ -1,0 +1,284 @@
+"""Builds that go wrong: killed part-way, hostile archive member names, a download that is
+not the registered file. Real `tfds build` processes, real archives, a real HTTP proxy."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import signal
+import subprocess
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+import cats_vs_dogs_fast
+from fast_tfds.build.sources import SourceChecksumError
+from fast_tfds.cli import verify
+from fast_tfds.samples import cats_vs_dogs as cats_archive
+from fast_tfds.samples import photos
+from fast_tfds.samples import stanford_dogs as dogs_sample
+from tests.helpers import TFDS_CLI
+
+TFDS_BUILD = [*TFDS_CLI, "build"]
+ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+# -- an interrupted build ---------------------------------------------------------
+
+
+def build_command(manual_dir: Path, data_dir: Path) -> list[str]:
+    return [
+        *TFDS_BUILD,
+        "cats_vs_dogs_fast",
+        "--imports",
+        "cats_vs_dogs_fast",
+        "--config",
+        "original",
+        "--manual_dir",
+        os.fspath(manual_dir),
+        "--data_dir",
+        os.fspath(data_dir),
+    ]
+
+
+def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes(tmp_path):
+    manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
+    counts = cats_archive.write_cats_zip(
+        manual_dir / cats_archive.CATS_ZIP_NAME, 100, seed=4, quirks=False, image_size=(320, 240)
+    )
+    config_dir = data_dir / "cats_vs_dogs_fast" / "original"
+
+    build = subprocess.Popen(
+        build_command(manual_dir, data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=ENV,
+    )
+    # Kill it as soon as it starts generating examples (TFDS's progress bar says so).
+    seen = b""
+    try:
+        while b"Generating train examples" not in seen:
+            chunk = build.stdout.read1(65536)
+            assert chunk, f"build ended before generating: {seen[-2000:]!r}"
+            seen += chunk
+    finally:
+        build.send_signal(signal.SIGKILL)
+        build.wait()
+        seen += build.stdout.read()
+        build.stdout.close()
+    assert build.returncode == -signal.SIGKILL, "the build finished before it was killed"
+    # Killed before the shards were written (TFDS logs "Done writing ..." then).
+    assert b"Done writing" not in seen and b"prepared to" not in seen
+
+    # TFDS writes into incomplete.XXXX_1.0.0 and renames it only at the end.
+    leftovers = [p.name for p in config_dir.iterdir()]
+    assert [n for n in leftovers if n.startswith("incomplete.")], leftovers
+    assert not (config_dir / "1.0.0").exists(), leftovers
+    builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
+    assert not builder.is_prepared()
+    with pytest.raises(ValueError, match=r"^download_and_prepare=False: .* is not built"):
+        cats_vs_dogs_fast.as_fast_dataset(
+            data_dir=data_dir, config="original", download_and_prepare=False
+        )
+    with pytest.raises(AssertionError, match="could not find data"):
+        tfds.load("cats_vs_dogs_fast/original", data_dir=data_dir, download=False)
+
+    # The same command again, with the leftover folder still there.
+    done = subprocess.run(
+        build_command(manual_dir, data_dir), capture_output=True, text=True, env=ENV, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
+    assert builder.is_prepared()
+    assert builder.info.splits["train"].num_examples == counts["expected_examples"]
+    ds = tfds.load("cats_vs_dogs_fast/original", split="train", data_dir=data_dir)
+    assert sum(1 for _ in ds) == counts["expected_examples"]
+    # TFDS leaves the killed build's folder; `fast-tfds verify` points it out.
+    report = verify.verify_paths([data_dir])
+    assert not report.problems and report.checked == [os.fspath(config_dir / "1.0.0")]
+    assert [note for note in report.notes if "incomplete." in note], report.notes
+
+
+# -- hostile archive member names -------------------------------------------------
+
+
+def files_under(folder: Path, *, skip: Path | None = None) -> set[str]:
+    found = set()
+    for root, dirs, files in os.walk(folder):
+        if skip is not None:
+            dirs[:] = [d for d in dirs if Path(root, d) != skip]
+        found.update(os.path.relpath(os.path.join(root, f), folder) for f in files)
+    return found
+
+
+def hostile_names(tmp_path: Path, inside: str) -> list[str]:
+    """Member names that would land outside the build folders if extracted."""
+    return [
+        "../../evil_relative.jpg",
+        os.fspath(tmp_path / "outside" / "evil_absolute.jpg"),
+        f"{inside}/../../../evil_climbing.jpg",
+    ]
+
+
+@pytest.fixture
+def hostile_setup(tmp_path, monkeypatch):
+    manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
+    # '../../x' from here would be tmp_path/x.
+    work = tmp_path / "work" / "deep"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    return manual_dir, data_dir
+
+
+def assert_nothing_written_outside(tmp_path: Path, data_dir: Path, before: set[str]) -> None:
+    after = files_under(tmp_path, skip=data_dir)
+    assert after == before, f"written outside the data dir: {sorted(after - before)}"
+    everywhere = files_under(tmp_path)
+    assert not [f for f in everywhere if "evil" in f], everywhere
+
+
+def test_cats_archive_members_with_absolute_or_dotdot_paths_are_never_written(
+    tmp_path, hostile_setup
+):
+    manual_dir, data_dir = hostile_setup
+    zip_path = manual_dir / cats_archive.CATS_ZIP_NAME
+    counts = cats_archive.write_cats_zip(zip_path, 4, seed=5, quirks=False, image_size=(40, 32))
+    photo = photos.jpeg_bytes(photos.random_photo(np.random.default_rng(0)))
+    with zipfile.ZipFile(zip_path, "a") as archive:
+        for name in hostile_names(tmp_path, "PetImages/Cat"):
+            archive.writestr(name, photo)
+        # Climbs out and back in: the same as PetImages/Cat/77.jpg.
+        archive.writestr("PetImages/Dog/../Cat/77.jpg", photo)
+    before = files_under(tmp_path, skip=data_dir)
+
+    builder = tfds.builder("cats_vs_dogs_fast", config="224", data_dir=data_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
+    )
+
+    assert_nothing_written_outside(tmp_path, data_dir, before)
+    names = [
+        ex["image/filename"].numpy().decode()
+        for ex in builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
+    ]
+    assert len(names) == counts["expected_examples"] + 1
+    assert "PetImages/Cat/77.jpg" in names
+    assert not [n for n in names if ".." in n or "evil" in n or n.startswith("/")]
+
+
+def test_stanford_archive_members_with_absolute_or_dotdot_paths_or_links_are_never_written(
+    tmp_path, hostile_setup
+):
+    import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
+
+    manual_dir, data_dir = hostile_setup
+    written = dogs_sample.write_stanford_dogs_archives(
+        manual_dir, 2, breeds=range(2), image_size=(40, 32), quirks=False
+    )
+    breed = written["breeds"][0]
+    photo = photos.jpeg_bytes(photos.random_photo(np.random.default_rng(0)))
+    with tarfile.open(manual_dir / "images.tar", "a") as archive:
+        names = [*hostile_names(tmp_path, f"Images/{breed}"), "Images/../evil_parent.jpg"]
+        for name in names:
+            member = tarfile.TarInfo(name)
+            member.size = len(photo)
+            archive.addfile(member, io.BytesIO(photo))
+        for kind, target in ((tarfile.SYMTYPE, "/etc/hostname"), (tarfile.LNKTYPE, "../../x")):
+            link = tarfile.TarInfo(f"Images/{breed}/evil_link_{kind.decode()}.jpg")
+            link.type, link.linkname = kind, target
+            archive.addfile(link)
+    before = files_under(tmp_path, skip=data_dir)
+
+    builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=data_dir)
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
+    )
+
+    assert_nothing_written_outside(tmp_path, data_dir, before)
+    # The spool files lived in the build folder and are gone with it.
+    assert not list(Path(builder.data_dir).glob("**/_spool"))
+    for split, expected in written["expected_examples"].items():
+        names = [
+            ex["image/filename"].numpy().decode()
+            for ex in builder.as_dataset(
+                split=split, decoders={"image": tfds.decode.SkipDecoding()}
+            )
+        ]
+        assert len(names) == expected
+        assert not [n for n in names if "evil" in n]
+    # What reaches the builder with a strange name is recorded as skipped.
+    unlisted = builder.info.metadata["skipped"]["unlisted"]["files"]
+    assert {
+        "file": "evil_parent.jpg",
+        "reason": "not an image member Images/<breed>/<name>.jpg",
+    } in (unlisted)
+
+
+# -- a download that is not the registered file ----------------------------------
+
+
+class WrongFileProxy(http.server.BaseHTTPRequestHandler):
+    """An HTTP proxy that answers every request with the same few wrong bytes."""
+
+    requested: list[str] = []
+    body = b"<html>not the archive you are looking for</html>\n"
+
+    def do_GET(self):  # noqa: N802  (http.server's naming)
+        WrongFileProxy.requested.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def wrong_file_proxy(monkeypatch):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WrongFileProxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    proxy = f"http://127.0.0.1:{server.server_address[1]}"
+    # TFDS downloads with requests, which honours the standard proxy variables.
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    WrongFileProxy.requested = []
+    yield WrongFileProxy
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_download_with_the_wrong_checksum_says_to_use_the_manual_dir(tmp_path, wrong_file_proxy):
+    import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
+
+    builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path / "data")
+    with pytest.raises(SourceChecksumError) as excinfo:
+        builder.download_and_prepare(download_dir=tmp_path / "downloads")
+
+    # The real URL went through the proxy: TFDS checked the real registered checksum.
+    assert "http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar" in (
+        wrong_file_proxy.requested
+    )
+    message = str(excinfo.value)
+    assert "\n" not in message
+    size = len(wrong_file_proxy.body)
+    assert (
+        "stanford_dogs_tfrecord: the download of "
+        "http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar does not match "
+        "its registered checksum (expected 793,579,520 bytes, sha256 a443fc2f9a85...; "
+        f"got {size} bytes, sha256 "
+    ) in message
+    assert "put it in a folder as images.tar" in message
+    assert "--manual_dir FOLDER" in message and "checksum is not checked" in message
+    assert "the rejected download was deleted" in message
+    assert not [f for f in files_under(tmp_path / "downloads") if "images.tar" in f]
+    assert not builder.is_prepared()

@@ -1,0 +1,212 @@
+"""The file cache (`cache='path'`) after killed runs, early stops, rebuilds, and alongside
+another process: never a crash, never a short or stale epoch.
+
+Real processes: a child iterates slowly with a file cache and is SIGKILLed, or
+runs while this process reads the same dataset with the same cache path.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+import cats_vs_dogs_fast
+
+# Reads the train split with a file cache (slowly in the first epoch, which writes
+# it), printing each filename.
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    import cats_vs_dogs_fast
+    data_dir, cache, epochs, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    ds = cats_vs_dogs_fast.as_fast_dataset(
+        "train", data_dir=data_dir, cache=cache, shuffle=False, batch_size=None,
+        as_supervised=False, download_and_prepare=False,
+    )
+    for epoch in range(epochs):
+        for example in ds:
+            print("example", epoch, example["image/filename"].numpy().decode(), flush=True)
+            time.sleep(delay if epoch == 0 else 0)  # slow while writing the cache
+        print("epoch done", epoch, flush=True)
+    """
+)
+
+
+def read(data_dir, cache, split="train", **options):
+    return cats_vs_dogs_fast.as_fast_dataset(
+        split,
+        data_dir=data_dir,
+        cache=cache,
+        as_supervised=False,
+        batch_size=None,
+        download_and_prepare=False,
+        **options,
+    )
+
+
+def filenames_of(ds) -> list[str]:
+    return [example["image/filename"].numpy().decode() for example in ds]
+
+
+def assert_exactly_once(names, expected):
+    duplicates = [n for n, c in collections.Counter(names).items() if c > 1]
+    assert not duplicates, f"read more than once: {duplicates[:5]}"
+    assert sorted(names) == sorted(expected), f"{len(names)} examples, expected {len(expected)}"
+
+
+def start_child(data_dir, cache, *, epochs: int, delay: float) -> subprocess.Popen:
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, os.fspath(data_dir), os.fspath(cache), str(epochs)]
+        + [str(delay)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def wait_for_examples(child: subprocess.Popen, n: int, timeout: float = 120) -> list[str]:
+    """The child's first `n` stdout lines, once it has printed them."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while len(lines) < n:
+        line = child.stdout.readline()
+        if not line:
+            raise AssertionError(f"child ended early: {child.stderr.read()[-3000:]}")
+        lines.append(line)
+        assert time.monotonic() < deadline, "child too slow"
+    return lines
+
+
+def cache_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_run_killed_mid_epoch_neither_blocks_nor_shortens_the_next(
+    cats_data_dir, cats_filenames, tmp_path
+):
+    cache = tmp_path / "cache"
+    child = start_child(cats_data_dir, cache, epochs=1, delay=0.2)
+    try:
+        wait_for_examples(child, 3)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    left = cache_files(tmp_path)
+    # Precondition: the kill landed mid-write, leaving what makes TF's cache fail.
+    assert any(name.endswith("_0.lockfile") for name in left), left
+    assert not any(name.endswith(".index") for name in left), left
+
+    ds = read(cats_data_dir, cache)
+    for _epoch in range(2):  # the second epoch is read from the cache written by the first
+        assert_exactly_once(filenames_of(ds), cats_filenames)
+    after = cache_files(tmp_path)
+    assert not any(name.endswith(".lockfile") or ".tempstate" in name for name in after), after
+    assert any(name.endswith(".index") for name in after), after
+
+
+def test_an_iteration_stopped_early_leaves_no_cache_that_reads_as_complete(
+    cats_data_dir, cats_filenames, tmp_path
+):
+    cache = tmp_path / "cache"
+    # Unshuffled: a shuffle buffer larger than this sample would pull every
+    # example through the cache (a complete pass) before the first comes out.
+    ds = read(cats_data_dir, cache, shuffle=False)
+    for i, _ in enumerate(ds):  # a loop left early
+        if i == 3:
+            break
+    assert len(filenames_of(ds.take(5))) == 5  # and a take(k)
+    assert not any(name.endswith(".index") for name in cache_files(tmp_path))
+    for _epoch in range(2):
+        assert_exactly_once(filenames_of(ds), cats_filenames)
+    assert any(name.endswith(".index") for name in cache_files(tmp_path))
+    # A new dataset on the same path (shuffled: same cache) reads the complete cache.
+    assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
+
+
+def test_another_process_writing_the_same_cache_is_left_alone(
+    cats_data_dir, cats_filenames, tmp_path
+):
+    cache = tmp_path / "cache"
+    # The child writes the cache slowly (its first epoch), then reads it back.
+    child = start_child(cats_data_dir, cache, epochs=2, delay=0.04)
+    try:
+        first = wait_for_examples(child, 2)
+        files = cache_files(tmp_path)
+        assert any(name.endswith("_0.lockfile") for name in files), "child should be writing"
+        assert not any(name.endswith(".index") for name in files)
+
+        # Meanwhile this process reads the same split with the same cache path.
+        assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
+
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err[-3000:]
+    lines = first + out.splitlines()
+    for epoch in range(2):
+        names = [line.split()[2] for line in lines if line.startswith(f"example {epoch} ")]
+        assert_exactly_once(names, cats_filenames)
+    # Written once, complete: this process now reads the child's cache (same
+    # name in both processes), it does not write one of its own.
+    indexes = [name for name in cache_files(tmp_path) if name.endswith(".index")]
+    assert len(indexes) == 1, cache_files(tmp_path)
+    assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
+    assert [name for name in cache_files(tmp_path) if name.endswith(".index")] == indexes
+
+
+def test_a_different_pipeline_or_a_rebuilt_dataset_never_gets_a_stale_cache(
+    cats_data_dir, cats_filenames, tmp_path
+):
+    cache = tmp_path / "cache"
+    half = filenames_of(read(cats_data_dir, cache, "train[:50%]"))
+    assert 0 < len(half) < len(cats_filenames)
+    # Same path, whole split: not the half cached above.
+    assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
+    # Same path, another image size: images of that size, not the cached 224s.
+    image = next(iter(read(cats_data_dir, cache, image_size=32)))["image"]
+    assert image.shape == (32, 32, 3)
+    before = set(cache_files(tmp_path))
+
+    # A rebuilt dataset (here: a shard rewritten with the same content) gets a new cache.
+    shard = sorted(Path(cats_data_dir).glob("cats_vs_dogs_fast/224/1.0.0/*.tfrecord-00000-*"))[0]
+    stat = shard.stat()
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    try:
+        ds = read(cats_data_dir, cache)
+        pixels = {}
+        for example in ds:
+            pixels[example["image/filename"].numpy().decode()] = example["image"].numpy()
+        assert sorted(pixels) == sorted(cats_filenames)
+        assert set(cache_files(tmp_path)) - before, "the rebuilt dataset should get new files"
+        assert all(np.asarray(p).shape == (224, 224, 3) for p in pixels.values())
+    finally:
+        os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_transform_settings_are_part_of_the_cache_name():
+    from fast_tfds.read import cache
+    from stanford_dogs_tfrecord import boxes
+
+    def identity(crop_to_box):
+        options = boxes.reader_options(with_boxes=True, crop_to_box=crop_to_box, as_supervised=True)
+        return cache._callable_identity(options["transform"])
+
+    # Same code and settings: the same name (also across processes: no ids or
+    # addresses in it); another setting: another name.
+    assert identity(True) == identity(True)
+    assert identity(True) != identity(False)
+    assert "0x" not in identity(True)
