@@ -41,7 +41,7 @@ def stream_table(result: dict) -> str:
         "Medians over rounds; e1/ceil: epoch 1 / the ceiling with the same work and output;",
         "e2/mem: epoch 2 / the in-memory reference with the same output; 1st batch: epoch 1;",
         "peak RSS: growth while it ran, MiB (low when it reuses memory an earlier row freed);",
-        "cache: memory the dataset holds between epochs (C heap or RSS, the larger), MiB;",
+        "cache: memory the dataset holds between epochs (C heap + the reader's arenas), MiB;",
         "x uint8: cache / (n*224*224*3); flt/img: minor page faults per image, epoch 1/epoch 2.",
         "",
         header,

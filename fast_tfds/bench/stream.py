@@ -300,13 +300,10 @@ def summarize(p: Pipeline, rounds: list[dict], images: int) -> dict:
         statistics.median(r["peak_rss_growth_mib"] for r in rounds), 1
     )
     if p.cached:
-        # The larger of the two: Dataset.cache() holds C heap, the arena its own
-        # mapping, which the heap figure does not see but the RSS does.
-        heap = [r["retained_heap_mib"] for r in rounds]
-        rss_kept = statistics.median(r["retained_rss_mib"] for r in rounds)
-        heap_kept = statistics.median(heap) if None not in heap else 0.0
-        retained = max(0.0, heap_kept, rss_kept)
-        out["cache_measured_as"] = "RSS" if rss_kept >= heap_kept else "C heap in use (mallinfo2)"
+        by_heap = all(r["retained_heap_mib"] is not None for r in rounds)
+        key = "retained_heap_mib" if by_heap else "retained_rss_mib"
+        retained = max(0.0, statistics.median(r[key] for r in rounds))
+        out["cache_measured_as"] = "C heap in use (mallinfo2) + arenas" if by_heap else "RSS"
         out["cache_mib"] = round(retained, 1)
         out["cache_mib_per_1000_images"] = round(retained / images * 1000, 2)
         out["cache_vs_uint8_bytes"] = round(retained * MiB / (images * UINT8_BYTES_PER_IMAGE), 3)

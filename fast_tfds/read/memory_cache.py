@@ -26,6 +26,7 @@ from __future__ import annotations
 import mmap
 import random
 import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -38,6 +39,12 @@ UNBATCHED_WRITE_BLOCK = 64
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 _POPULATE_STEP = 32 << 20
 _FILL, _SERVE = 0, 1
+_live_arenas: weakref.WeakSet[Arena] = weakref.WeakSet()
+
+
+def bytes_held() -> int:
+    """Bytes of the arenas alive in this process (what their datasets hold)."""
+    return sum(arena.nbytes for arena in list(_live_arenas))
 
 
 def supports(element_spec) -> bool:
@@ -71,6 +78,7 @@ class Arena:
         self._generation = 0  # Which fill pass may write; an abandoned one may not.
         self._written = 0
         self._epoch = 0
+        _live_arenas.add(self)
 
     @property
     def filled(self) -> bool:
