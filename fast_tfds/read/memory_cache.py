@@ -39,12 +39,25 @@ UNBATCHED_WRITE_BLOCK = 64
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 _POPULATE_STEP = 32 << 20
 _FILL, _SERVE = 0, 1
-_live_arenas: weakref.WeakSet[Arena] = weakref.WeakSet()
+# TensorFlow keeps every function given to tf.numpy_function for the life of the
+# process, so those functions reach an arena only through this weak registry;
+# the dataset that uses an arena holds it (see `cached_batches`), and the arena
+# and its memory go when the dataset goes.
+_live_arenas: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
 
 
 def bytes_held() -> int:
     """Bytes of the arenas alive in this process (what their datasets hold)."""
-    return sum(arena.nbytes for arena in list(_live_arenas))
+    return sum(arena.nbytes for arena in list(_live_arenas.values()))
+
+
+def _begin(key: int) -> np.ndarray:
+    return _live_arenas[key].begin()
+
+
+def _write(key: int, *args) -> np.int64:
+    arena = _live_arenas.get(key)
+    return np.int64(0) if arena is None else arena.write(*args)
 
 
 def supports(element_spec) -> bool:
@@ -67,7 +80,10 @@ class Arena:
     def __init__(self, num_examples: int, element_spec: dict[str, tf.TensorSpec]):
         self.num_examples = num_examples
         self.keys = sorted(element_spec)
-        self.arrays = {k: _allocate(num_examples, element_spec[k]) for k in self.keys}
+        self._regions = {k: _reserve(num_examples, element_spec[k]) for k in self.keys}
+        self.arrays = {
+            k: _as_array(self._regions[k], num_examples, element_spec[k]) for k in self.keys
+        }
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
         # The same memory, seen by TensorFlow without a copy.
         self.tensors = {
@@ -78,7 +94,8 @@ class Arena:
         self._generation = 0  # Which fill pass may write; an abandoned one may not.
         self._written = 0
         self._epoch = 0
-        _live_arenas.add(self)
+        self.key = id(self)
+        _live_arenas[self.key] = self
 
     @property
     def filled(self) -> bool:
@@ -89,6 +106,10 @@ class Arena:
         with self._lock:
             self._epoch += 1
             if not self._filled:
+                if self._generation == 0:  # The first fill: memory is used from now on.
+                    for region in self._regions.values():
+                        if len(region) > 2 * _POPULATE_STEP:
+                            threading.Thread(target=_populate, args=(region,), daemon=True).start()
                 self._generation += 1
                 self._written = 0
             mode = _SERVE if self._filled else _FILL
@@ -108,21 +129,24 @@ class Arena:
         return np.int64(0)
 
 
-def _allocate(num_examples: int, spec: tf.TensorSpec) -> np.ndarray:
-    shape = (num_examples, *spec.shape.as_list())
-    dtype = np.dtype(spec.dtype.as_numpy_dtype)
-    nbytes = max(int(np.prod(shape)) * dtype.itemsize, 1)
+def _reserve(num_examples: int, spec: tf.TensorSpec) -> mmap.mmap:
+    nbytes = max(num_examples * spec.shape.num_elements() * spec.dtype.size, 1)
+    # Address space only: no memory is used until the first epoch writes (or populates) it.
     region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         region.madvise(mmap.MADV_HUGEPAGE)
-    if nbytes > 2 * _POPULATE_STEP and hasattr(region, "madvise"):
-        # Fault the arena in ahead of the writers, in large steps, off the critical path.
-        threading.Thread(target=_populate, args=(region, nbytes), daemon=True).start()
+    return region
+
+
+def _as_array(region: mmap.mmap, num_examples: int, spec: tf.TensorSpec) -> np.ndarray:
+    shape = (num_examples, *spec.shape.as_list())
+    dtype = np.dtype(spec.dtype.as_numpy_dtype)
     return np.frombuffer(region, dtype, count=int(np.prod(shape))).reshape(shape)
 
 
-def _populate(region: mmap.mmap, nbytes: int) -> None:
-    for offset in range(0, nbytes - _POPULATE_STEP + 1, _POPULATE_STEP):
+def _populate(region: mmap.mmap) -> None:
+    """Faults the arena in ahead of the writers, in large steps, off the critical path."""
+    for offset in range(0, len(region) - _POPULATE_STEP + 1, _POPULATE_STEP):
         try:
             region.madvise(_MADV_POPULATE_WRITE, offset, _POPULATE_STEP)
         except (OSError, ValueError):  # Older kernels: writers fault pages in themselves.
@@ -146,19 +170,19 @@ def cached_batches(
     Iterating the returned dataset again gives the next epoch.
     """
     arena = Arena(num_examples, examples.element_spec)
-    keys = arena.keys
+    keys, key = arena.keys, arena.key
     block = batch_size or UNBATCHED_WRITE_BLOCK
     # Without a seed each dataset still gets its own permutations.
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
 
     def begin(_):
-        state = tf.numpy_function(arena.begin, [], tf.int64, stateful=True)
+        state = tf.numpy_function(lambda: _begin(key), [], tf.int64, stateful=True)
         return tf.ensure_shape(state, [3])
 
     def write(generation):
         def store(position, batch):
             done = tf.numpy_function(
-                arena.write,
+                lambda *args: _write(key, *args),
                 [generation, position * block, *(batch[k] for k in keys)],
                 tf.int64,
                 stateful=True,
@@ -209,7 +233,10 @@ def cached_batches(
         )
 
     ds = tf.data.Dataset.from_tensors(0).map(begin).flat_map(epoch)
-    return ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic), arena
+    ds = ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    # Datasets made from this one keep it, and so the arena, alive.
+    ds._fast_tfds_arena = arena
+    return ds, arena
 
 
 def _gather_batch(arena: Arena, order: tf.Tensor, batch_size: int):

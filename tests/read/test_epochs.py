@@ -172,3 +172,16 @@ def test_keras_fit_without_repeat_knows_its_steps(cats_data_dir):
     ran_out = [str(w.message) for w in caught if "ran out of data" in str(w.message)]
     assert not ran_out
     assert len(history.history["loss"]) == 2
+
+
+def test_the_arena_is_freed_with_its_dataset(cats_data_dir):
+    import gc
+
+    before = memory_cache.bytes_held()
+    ds = read(cats_data_dir)
+    epoch(ds)
+    epoch(ds)
+    assert memory_cache.bytes_held() > before
+    del ds
+    gc.collect()
+    assert memory_cache.bytes_held() == before
