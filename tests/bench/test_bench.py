@@ -37,10 +37,14 @@ def test_every_pipeline_counts_every_image_in_every_epoch(stream_run, cats_build
     for name, p in result["pipelines"].items():
         (one_round,) = p["rounds"]
         assert len(one_round["epochs"]) == pipelines[name].epochs
-        for epoch in one_round["epochs"]:
+        for i, epoch in enumerate(one_round["epochs"]):
             assert epoch["images"] == expected, name
             assert epoch["images_per_s"] > 0 and epoch["first_batch_s"] >= 0, name
             assert epoch["minor_faults_per_image"] >= 0, name
+            # One round: the summary is that round's figure.
+            stats = p["summary"][f"epoch{i + 1}"]
+            assert stats["min"] == stats["max"] == epoch["images_per_s"], name
+            assert stats["median"] == pytest.approx(epoch["images_per_s"], abs=0.05), name
     assert result["images_per_epoch"] == expected
     assert result["counts_consistent"] is True and result["count_errors"] == []
     assert result["machine"]["cpu_count"] > 0 and result["machine"]["tensorflow"]
