@@ -22,6 +22,12 @@ def test_a_url_cache_prefix_is_accepted(prefix):
     assert ReadOptions(cache=prefix).cache == prefix
 
 
+@pytest.mark.parametrize("prefix", ["gs://bucket", "gs://bucket/", "gs://"])
+def test_a_url_without_a_file_prefix_is_rejected(prefix):
+    with pytest.raises(ValueError, match=r"^cache=.*: give a file prefix inside a bucket"):
+        ReadOptions(cache=prefix)
+
+
 def test_a_local_prefix_in_a_missing_folder_is_still_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"^cache=.*folder .*missing.* does not exist$"):
         ReadOptions(cache=str(tmp_path / "missing" / "prefix"))
