@@ -6,10 +6,12 @@ allocation per image as `Dataset.cache()` does:
 
 - **Epoch 1** decodes in parallel as usual and yields its batches; on the way,
   each batch is copied into one preallocated arena per feature (`[N, H, W, 3]`
-  uint8 for the images), at the batch's own position. The arena is an anonymous
-  mapping advised for transparent huge pages and populated by a background
-  thread, so filling it costs about one page fault per 2 MiB instead of one per
-  4 KiB (37 per 224x224 image).
+  uint8 for the images), at the batch's own position. The arena is one
+  anonymous mapping, reserved when the dataset is made and backed by memory
+  only as epoch 1 writes it; it is released with the dataset. (Transparent huge
+  pages and pre-faulting it from a background thread were both measured, and
+  both made epoch 1 slower on a 2-core machine: the kernel's compaction and
+  zeroing compete with the decoders.)
 - **Later epochs** draw batches by a permutation of the whole split, new every
   epoch (a true global shuffle, reproducible with a seed), and gather them from
   the arena. Nothing is decoded again, and the arena is shared with TensorFlow
@@ -35,9 +37,6 @@ import tensorflow as tf
 AUTOTUNE = tf.data.AUTOTUNE
 # Examples per write when the reader does not batch (batch_size=None).
 UNBATCHED_WRITE_BLOCK = 64
-# Linux's MADV_POPULATE_WRITE (5.14+): fault a range in at once, in the kernel.
-_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-_POPULATE_STEP = 32 << 20
 _FILL, _SERVE = 0, 1
 # TensorFlow keeps every function given to tf.numpy_function for the life of the
 # process, so those functions reach an arena only through this weak registry;
@@ -106,10 +105,6 @@ class Arena:
         with self._lock:
             self._epoch += 1
             if not self._filled:
-                if self._generation == 0:  # The first fill: memory is used from now on.
-                    for region in self._regions.values():
-                        if len(region) > 2 * _POPULATE_STEP:
-                            threading.Thread(target=_populate, args=(region,), daemon=True).start()
                 self._generation += 1
                 self._written = 0
             mode = _SERVE if self._filled else _FILL
@@ -131,10 +126,8 @@ class Arena:
 
 def _reserve(num_examples: int, spec: tf.TensorSpec) -> mmap.mmap:
     nbytes = max(num_examples * spec.shape.num_elements() * spec.dtype.size, 1)
-    # Address space only: no memory is used until the first epoch writes (or populates) it.
+    # Address space only: no memory is used until the first epoch writes it.
     region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        region.madvise(mmap.MADV_HUGEPAGE)
     return region
 
 
@@ -142,15 +135,6 @@ def _as_array(region: mmap.mmap, num_examples: int, spec: tf.TensorSpec) -> np.n
     shape = (num_examples, *spec.shape.as_list())
     dtype = np.dtype(spec.dtype.as_numpy_dtype)
     return np.frombuffer(region, dtype, count=int(np.prod(shape))).reshape(shape)
-
-
-def _populate(region: mmap.mmap) -> None:
-    """Faults the arena in ahead of the writers, in large steps, off the critical path."""
-    for offset in range(0, len(region) - _POPULATE_STEP + 1, _POPULATE_STEP):
-        try:
-            region.madvise(_MADV_POPULATE_WRITE, offset, _POPULATE_STEP)
-        except (OSError, ValueError):  # Older kernels: writers fault pages in themselves.
-            return
 
 
 def cached_batches(
@@ -227,10 +211,11 @@ def cached_batches(
 
     def epoch(state):
         mode, generation, number = state[0], state[1], state[2]
-        choice = tf.data.Dataset.from_tensors(tf.cast(mode, tf.int64)).repeat()
-        return tf.data.Dataset.choose_from_datasets(
-            [fill(generation), serve(number)], choice, stop_on_empty_dataset=True
-        )
+        # take(0) gets an empty iterator: the branch not taken is never set up,
+        # so a served epoch starts without opening the shard files.
+        fill_count = tf.where(mode == _FILL, tf.constant(-1, tf.int64), 0)
+        serve_count = tf.where(mode == _SERVE, tf.constant(-1, tf.int64), 0)
+        return fill(generation).take(fill_count).concatenate(serve(number).take(serve_count))
 
     ds = tf.data.Dataset.from_tensors(0).map(begin).flat_map(epoch)
     ds = ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
