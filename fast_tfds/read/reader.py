@@ -118,26 +118,30 @@ def read_split(
       image_size: output size, int or (height, width); images are resized only
         when the stored size differs. None keeps stored sizes (then batching
         needs a fixed-size config such as '224').
-      cache: True caches decoded uint8 images in memory, a path caches them in
-        files with that prefix (its folder must exist; an existing folder holds
-        them), False does not cache. File names add the dataset, split and a
-        digest of the shard files (sizes, times), slice, image size, features
-        and transform: a different pipeline or a rebuilt dataset never gets a
-        stale cache. Only a full pass writes a cache that is later read (one
-        stopped early, or killed, is discarded). One process at a time writes
-        it (an OS lock on `<file>.lock`, freed when that process ends, so files
-        left by a killed run are removed by the next); another process reads
-        it once complete, and reads without a cache, with a warning, while it
-        is being written. See `fast_tfds.read.cache`.
-      shuffle: shuffle file order and examples (a new order every epoch).
-      shuffle_buffer: examples in the shuffle buffer.
-      seed: seed for both shuffles; with deterministic=True the order repeats.
+      cache: True caches decoded uint8 images in memory: fixed-size examples in one
+        arena per split that epoch 1 fills, served in a new global order every epoch
+        (see `fast_tfds.read.memory_cache`), others with `Dataset.cache()`. A path
+        caches them in files with that prefix (its folder must exist; an existing folder
+        holds them), False does not cache. File names add the dataset, split and a
+        digest of the shard files (sizes, times), slice, image size, features and
+        transform: a different pipeline or a rebuilt dataset never gets a stale cache.
+        Only a full pass writes a cache that is later read (one stopped early, or
+        killed, is discarded). One process at a time writes it (an OS lock on
+        `<file>.lock`, freed when that process ends, so files left by a killed run are
+        removed by the next); another process reads it once complete, and reads without
+        a cache, with a warning, while it is being written. See `fast_tfds.read.cache`.
+      shuffle: shuffle file order and examples (a new order every epoch);
+        epochs served from the arena are a permutation of the whole split.
+      shuffle_buffer: examples in the shuffle buffer of epochs that decode
+        (epoch 1 with the arena; every epoch without it).
+      seed: seed for the shuffles; with deterministic=True the order of every
+        epoch repeats from run to run.
       deterministic: keep a reproducible element order (slower). Default: True
         when a seed is given, else False.
       repeat: False for one epoch per iteration, True to repeat forever (the
         fastest for Keras: fit(steps_per_epoch=...) keeps one iterator), or a
-        number of epochs.
-      drop_remainder: drop the last incomplete batch.
+        number of epochs. Batches never straddle two epochs.
+      drop_remainder: drop each epoch's last incomplete batch.
       dtype: tf.float32 for images scaled to [0, 1], tf.uint8 for raw pixels.
       as_supervised: (image, label) tuples, else dicts of all features.
       input_context: a tf.distribute.InputContext: this input pipeline reads its
