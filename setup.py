@@ -63,6 +63,9 @@ setup(
         "protobuf>=6.31.1",
         # Stanford Dogs' train/test lists are MATLAB .mat files.
         "scipy>=1.10",
+        # The quick look at a source URL before TFDS downloads it (TFDS uses them too).
+        "requests>=2.31",
+        "urllib3>=1.26",
     ],
     extras_require={
         "demo": DEMO,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 
 import tensorflow_datasets as tfds
 
-from fast_tfds.build import FastImageBuilder, image_configs
+from fast_tfds.build import FastImageBuilder, checks, image_configs
 from fast_tfds.build.archives import ZipMemberReader, zip_members
 from fast_tfds.build.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
 
@@ -17,6 +18,7 @@ _URL = (
 )
 _HOMEPAGE = "https://www.microsoft.com/en-us/download/details.aspx?id=54765"
 _IMAGE_NAME = re.compile(r"^PetImages[\\/](Cat|Dog)[\\/]\d+\.jpg$")
+_NOT_AN_IMAGE = "not an image member of PetImages/Cat or PetImages/Dog"
 
 
 class Builder(FastImageBuilder):
@@ -60,9 +62,38 @@ class Builder(FastImageBuilder):
             if match:
                 members.append((name, member, match.group(1).lower()))
             else:  # Thumbs.db, the readme, the licence.
-                report.skip(name, "not an image member of PetImages/Cat or PetImages/Dog")
+                report.skip(name, _NOT_AN_IMAGE)
+        check_structure(self.name, members, report)
         make = functools.partial(make_example, size=self.stored_size)
         return self.generate_examples(make, members, ZipMemberReader(archive), report)
+
+
+def check_structure(dataset: str, members: list, report: SkipReport) -> None:
+    """Fails (before anything is written) unless the zip is mostly PetImages/{Cat,Dog} images.
+
+    The real zip holds 25,000 of them and 4 other files; see `checks` for the rule.
+    """
+    source = _URL.rsplit("/", 1)[-1]
+    hint = (
+        f"The build needs Microsoft's {source} ({_HOMEPAGE}), with PetImages/Cat/<n>.jpg "
+        "and PetImages/Dog/<n>.jpg; `fast-tfds sample DIR` writes a look-alike."
+    )
+    not_images = [s["file"] for s in report.skipped if s["reason"] == _NOT_AN_IMAGE]
+    checks.require_mostly_usable(
+        dataset,
+        source=source,
+        items="files",
+        total=len(members) + len(not_images),
+        unusable={_NOT_AN_IMAGE: not_images},
+        hint=hint,
+    )
+    per_class = collections.Counter(label for _, _, label in members)
+    for label in ("Cat", "Dog"):
+        if not per_class[label.lower()]:
+            raise checks.SourceStructureError(
+                f"{dataset}: {source} has no PetImages/{label}/<n>.jpg image, so the build "
+                f"would have one class only. Nothing was built. {hint}"
+            )
 
 
 def make_example(

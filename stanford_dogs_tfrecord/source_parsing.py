@@ -12,6 +12,8 @@ from typing import BinaryIO
 import numpy as np
 import tensorflow_datasets as tfds
 
+from fast_tfds.build.checks import SourceStructureError
+
 SPLITS = ("train", "test")
 _LIST_FILES = {"train_list.mat": "train", "test_list.mat": "test"}
 _ANNOTATION_PREFIX = "Annotation/"
@@ -34,7 +36,10 @@ def read_lists(archive: Iterable[tuple[str, BinaryIO]]) -> dict[str, tuple[str, 
             listed[file] = (split, annotation_name)
     missing = set(SPLITS) - found
     if missing:
-        raise ValueError(f"lists.tar has no {', '.join(sorted(missing))} list (*_list.mat)")
+        raise SourceStructureError(
+            f"stanford_dogs_tfrecord: lists.tar has no {' and '.join(sorted(missing))} list "
+            "(train_list.mat, test_list.mat): is it Stanford Dogs' lists.tar? Nothing was built."
+        )
     return listed
 
 

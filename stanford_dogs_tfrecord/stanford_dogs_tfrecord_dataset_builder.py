@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds
 from fast_tfds.build import FastImageBuilder, image_configs
 from fast_tfds.build.archives import TarMemberReader, tar_members
 from fast_tfds.build.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
+from stanford_dogs_tfrecord import checks
 from stanford_dogs_tfrecord.source_parsing import (
     SPLITS,
     Annotation,
@@ -92,7 +93,9 @@ class Builder(FastImageBuilder):
         annotations = read_annotations(dl_manager.iter_archive(annotation_tar))
         reports = {split: SkipReport(self.name, split) for split in SPLITS}
         members = {split: [] for split in SPLITS}
-        listing = self._listed_images(tar_members(images_tar), listed, annotations, reports)
+        in_tar = list(tar_members(images_tar))
+        checks.check_sources(self, listed, in_tar, annotations)  # Before anything is written.
+        listing = self._listed_images(in_tar, listed, annotations, reports)
         for member, location, info in listing:
             members[info.split].append((member, location, info))
         reader = TarMemberReader(images_tar)

@@ -2,7 +2,8 @@
 
 - `ImageConfig`: the `224` (default) and `original` configs.
 - Sources: a file of the archive's name in the manual dir wins over a download
-  (`sources`).
+  (`sources`); a download that cannot work fails in seconds, in one line.
+- Builds: one at a time per data dir and dataset; a full disk is one line (`guard`).
 - Shards: at least `MIN_SHARDS_PER_SPLIT` per split (`shards`).
 - Skips: what a build leaves out is counted, logged and kept in the metadata
   (`examples.SkipReport`).
@@ -21,7 +22,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from etils import epath
 
-from fast_tfds.build import parallel, sources
+from fast_tfds.build import guard, parallel, sources
 from fast_tfds.build.examples import KeyExample, Skipped, SkipReport
 from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
 
@@ -87,6 +88,20 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         # The registered checksums live in the repository's top-level checksums/
         # folder, installed as the fast_tfds.checksums package.
         return epath.Path(str(importlib.resources.files("fast_tfds.checksums"))) / f"{cls.name}.tsv"
+
+    def download_and_prepare(self, **kwargs):
+        """TFDS's, one build of this dataset per data dir at a time; a full disk is one line.
+
+        A second build started meanwhile waits for the first, then finds the
+        dataset built (TFDS logs "Reusing dataset") and reads its info from disk.
+        """
+        # data_dir is <data_dir>/<dataset>/<config>/<version>: both datasets have configs.
+        dataset_dir = self.data_path.parent.parent
+        with guard.build_lock(dataset_dir, f"{self.name}/{self.builder_config.name}") as waited:
+            if waited and self.data_path.exists():
+                self.info.read_from_directory(self.data_dir)
+            with guard.disk_full_as_error(self.name, dataset_dir.parent):
+                return super().download_and_prepare(**kwargs)
 
     def source_path(self, dl_manager: tfds.download.DownloadManager, url: str) -> epath.Path:
         """The manual dir's file of the URL's name if there is one, else the download."""

@@ -5,6 +5,7 @@ fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs the 
 fast-tfds bench [options]   ours vs the seeds' and tfds.load pipelines (fast_tfds.bench)
 fast-tfds service ...       run a tf.data service dispatcher or worker
 fast-tfds verify PATH...    check built datasets: shards present, records intact, counts
+fast-tfds cache list|clean  the reader's file caches in a folder: list them, remove old ones
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import os
 import sys
 
-from fast_tfds.cli import demo, service, verify
+from fast_tfds.cli import cache, demo, service, verify
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
 
     service.add_command(commands)  # fast-tfds service dispatcher|worker
     verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
+    cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's file caches
 
     # fast-tfds bench: its options live in fast_tfds.bench (also `python -m fast_tfds.bench`).
     commands.add_parser("bench", help="benchmark vs the seeds and tfds.load (bench --help)")

@@ -1,15 +1,13 @@
-"""Builds that go wrong: killed part-way, hostile archive member names, a download that is
-not the registered file. Real `tfds build` processes, real archives, a real HTTP proxy."""
+"""Builds that go wrong: killed part-way, hostile archive member names. Real `tfds build`
+processes, real archives. (Downloads that go wrong: test_downloads.py.)"""
 
 from __future__ import annotations
 
-import http.server
 import io
 import os
 import signal
 import subprocess
 import tarfile
-import threading
 import zipfile
 from pathlib import Path
 
@@ -18,7 +16,6 @@ import pytest
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from fast_tfds.build.sources import SourceChecksumError
 from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
@@ -218,67 +215,3 @@ def test_stanford_archive_members_with_absolute_or_dotdot_paths_or_links_are_nev
         "file": "evil_parent.jpg",
         "reason": "not an image member Images/<breed>/<name>.jpg",
     } in (unlisted)
-
-
-# -- a download that is not the registered file ----------------------------------
-
-
-class WrongFileProxy(http.server.BaseHTTPRequestHandler):
-    """An HTTP proxy that answers every request with the same few wrong bytes."""
-
-    requested: list[str] = []
-    body = b"<html>not the archive you are looking for</html>\n"
-
-    def do_GET(self):  # noqa: N802  (http.server's naming)
-        WrongFileProxy.requested.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def wrong_file_proxy(monkeypatch):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WrongFileProxy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    proxy = f"http://127.0.0.1:{server.server_address[1]}"
-    # TFDS downloads with requests, which honours the standard proxy variables.
-    for name in ("HTTP_PROXY", "http_proxy"):
-        monkeypatch.setenv(name, proxy)
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    WrongFileProxy.requested = []
-    yield WrongFileProxy
-    server.shutdown()
-    server.server_close()
-
-
-def test_a_download_with_the_wrong_checksum_says_to_use_the_manual_dir(tmp_path, wrong_file_proxy):
-    import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
-
-    builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path / "data")
-    with pytest.raises(SourceChecksumError) as excinfo:
-        builder.download_and_prepare(download_dir=tmp_path / "downloads")
-
-    # The real URL went through the proxy: TFDS checked the real registered checksum.
-    assert "http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar" in (
-        wrong_file_proxy.requested
-    )
-    message = str(excinfo.value)
-    assert "\n" not in message
-    size = len(wrong_file_proxy.body)
-    assert (
-        "stanford_dogs_tfrecord: the download of "
-        "http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar does not match "
-        "its registered checksum (expected 793,579,520 bytes, sha256 a443fc2f9a85...; "
-        f"got {size} bytes, sha256 "
-    ) in message
-    assert "put it in a folder as images.tar" in message
-    assert "--manual_dir FOLDER" in message and "checksum is not checked" in message
-    assert "the rejected download was deleted" in message
-    assert not [f for f in files_under(tmp_path / "downloads") if "images.tar" in f]
-    assert not builder.is_prepared()

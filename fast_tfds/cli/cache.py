@@ -1,0 +1,135 @@
+"""`fast-tfds cache list|clean [DIR]`: the reader's file caches in a folder, and removing them.
+
+DIR is the folder of the `cache=` path (`cache="/data/cache"` or
+`cache="/data/cache/run1"` -> /data/cache); the current folder by default.
+
+    fast-tfds cache list [DIR]
+        one line per cache: state, size, last use, dataset, split, file prefix
+    fast-tfds cache clean [DIR] [--older-than AGE] [--all] [--dry-run]
+        removes the caches that can never be read again: unfinished ones left by
+        a stopped run, and those of a dataset that was rebuilt or deleted since;
+        with --older-than 30d (or 12h, 45m) also those not used for that long;
+        with --all every cache.
+
+A cache that a running process has open is never removed (its OS lock says
+so), whatever the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def describe_state(cache) -> str:
+    if cache.holder:
+        state = "complete, in use" if cache.complete else "being written"
+        return f"{state} by {cache.holder}"
+    if not cache.complete:
+        return "unfinished (left by a stopped run)"
+    if cache.stale:
+        return "complete, stale (its dataset was rebuilt or removed)"
+    return "complete"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+def list_command(args, out=None) -> int:
+    from fast_tfds.read import cache_files
+
+    out = out or sys.stdout
+    caches = cache_files.find(args.folder)
+    for cache in caches:
+        dataset = f"{cache.dataset or '?'} {cache.split or '?'}"
+        print(
+            f"{describe_state(cache):<50} {_size(cache.size):>12} {_age(cache.age_s):>11}"
+            f"  {dataset}  {cache.prefix}",
+            file=out,
+        )
+    total = sum(c.size for c in caches)
+    print(f"{len(caches)} cache(s), {_size(total)} in {args.folder}", file=out)
+    return 0
+
+
+def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | None:
+    """Why `clean` removes this cache, or None to keep it."""
+    if cache.holder:
+        return None
+    if not cache.complete:
+        return "unfinished"
+    if cache.stale:
+        return "stale"
+    if everything:
+        return "--all"
+    if older_than_s is not None and cache.age_s > older_than_s:
+        return f"not used for {_age(cache.age_s).removesuffix(' ago')}"
+    return None
+
+
+def clean_command(args, out=None) -> int:
+    from fast_tfds.read import cache_files
+
+    out = out or sys.stdout
+    older_than_s = cache_files.parse_age(args.older_than) if args.older_than else None
+    removed = freed = kept = 0
+    for cache in cache_files.find(args.folder):
+        reason = why_remove(cache, older_than_s=older_than_s, everything=args.all)
+        if reason is None:
+            kept += 1
+            if cache.holder:
+                print(f"kept     {cache.prefix} (in use by {cache.holder})", file=out)
+            continue
+        if not args.dry_run and not cache_files.remove(cache):
+            kept += 1  # Opened by a process since it was listed.
+            print(f"kept     {cache.prefix} (in use)", file=out)
+            continue
+        removed += 1
+        freed += cache.size
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb:<8} {cache.prefix} ({reason}, {_size(cache.size)})", file=out)
+    verb = "Would remove" if args.dry_run else "Removed"
+    print(f"{verb} {removed} cache(s), {_size(freed)}; kept {kept}.", file=out)
+    return 0
+
+
+def add_command(commands) -> None:
+    """Adds `cache list|clean` to the fast-tfds command-line parser."""
+    p = commands.add_parser(
+        "cache",
+        help="list or clean the reader's file caches in a folder",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="the caches in DIR")
+    listing.add_argument("folder", nargs="?", default=".", metavar="DIR")
+    listing.set_defaults(run=lambda args: sys.exit(list_command(_checked(args))))
+    clean = actions.add_parser("clean", help="remove unfinished, stale or old caches in DIR")
+    clean.add_argument("folder", nargs="?", default=".", metavar="DIR")
+    clean.add_argument("--older-than", metavar="AGE", help="also those unused for AGE (30d, 12h)")
+    clean.add_argument("--all", action="store_true", help="every cache not in use")
+    clean.add_argument("--dry-run", action="store_true", help="say what would be removed")
+    clean.set_defaults(run=lambda args: sys.exit(clean_command(_checked(args))))
+
+
+def _checked(args):
+    if not os.path.isdir(args.folder):
+        sys.exit(f"fast-tfds cache: {args.folder}: no such folder")
+    if getattr(args, "older_than", None):
+        from fast_tfds.read import cache_files
+
+        try:
+            cache_files.parse_age(args.older_than)
+        except ValueError as err:
+            sys.exit(f"fast-tfds cache clean --older-than {err}")
+    return args
