@@ -25,7 +25,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser, split_builder, writer
-from tensorflow_datasets.core.download import download_manager, extractor
+from tensorflow_datasets.core.download import download_manager, downloader, extractor
+from tensorflow_datasets.core.download import resource as resource_lib
+from tensorflow_datasets.core.download import util as download_util
 from tensorflow_datasets.core.utils import shard_utils
 
 import cats_vs_dogs_fast
@@ -50,6 +52,8 @@ NAMED = {
     "tensorflow_datasets.core.utils.shard_utils.FileInstruction",
     "tensorflow_datasets.core.download.download_manager.NonMatchingChecksumError",
     "tensorflow_datasets.core.utils.classproperty",
+    "tensorflow_datasets.core.download.resource",
+    "tensorflow_datasets.core.download.util",
 }
 TFDS_HOOKS = ("_info", "_split_generators", "_generate_examples")
 
@@ -212,6 +216,33 @@ def test_non_matching_checksum_error_is_what_the_download_manager_raises():
     assert isinstance(error, type) and issubclass(error, Exception), changed(api, used_by, "gone")
     assert "raise NonMatchingChecksumError(" in inspect.getsource(download_manager), changed(
         api, used_by, "the download manager raises something else on a wrong checksum"
+    )
+
+
+def test_download_folder_names_are_where_the_download_manager_looks():
+    used_by = (
+        "fast_tfds/build/sources.py _in_download_cache (an archive already downloaded "
+        "is used offline, without the URL check)"
+    )
+    api = "tensorflow_datasets.core.download.resource get_dl_fname / is_locally_cached"
+    for name, wanted in (("get_dl_fname", ["url", "checksum"]), ("is_locally_cached", ["path"])):
+        function = getattr(resource_lib, name, None)
+        assert callable(function), changed(api, used_by, f"{name} is gone")
+        assert parameters(function) == wanted, changed(api, used_by, f"{name}'s parameters")
+    manager_source = inspect.getsource(download_manager)
+    for call in ("resource_lib.get_dl_fname(", "resource_lib.is_locally_cached("):
+        assert call in manager_source, changed(
+            api, used_by, f"the download manager no longer finds its downloads with {call}...)"
+        )
+
+
+def test_download_error_is_what_the_downloader_raises():
+    used_by = "fast_tfds/build/sources.py source_path (one line for a failed download)"
+    api = "tensorflow_datasets.core.download.util.DownloadError"
+    error = getattr(download_util, "DownloadError", None)
+    assert isinstance(error, type) and issubclass(error, Exception), changed(api, used_by, "gone")
+    assert "DownloadError(" in inspect.getsource(downloader), changed(
+        api, used_by, "the downloader raises something else for a failed download"
     )
 
 
