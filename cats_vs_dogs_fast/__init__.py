@@ -2,6 +2,7 @@
 
 import cats_vs_dogs_fast
 ds = cats_vs_dogs_fast.as_fast_dataset("train", batch_size=64)
+loader = cats_vs_dogs_fast.as_fast_loader("train", batch_size=64, seed=0)  # JAX, PyTorch
 """
 
 from cats_vs_dogs_fast.cats_vs_dogs_fast_dataset_builder import Builder
@@ -19,4 +20,17 @@ def as_fast_dataset(split: str = "train", **options):
     return _reader.as_fast_dataset(NAME, split, **options)
 
 
-__all__ = ["NAME", "Builder", "as_fast_dataset"]
+def as_fast_loader(split: str = "train", **options):
+    """`split` of cats_vs_dogs_fast as numpy uint8 batches (images, labels), without
+    TensorFlow; see `fast_tfds.loader.as_fast_loader`.
+
+    Reads the ArrayRecord files (`tfds build cats_vs_dogs_fast --file_format
+    array_record`, or `tfds convert_format` next to TFRecords); builds them first if
+    the dataset is missing. Needs the [loader] extra.
+    """
+    from fast_tfds import loader  # Grain and friends: imported only when used.
+
+    return loader.as_fast_loader(NAME, split, **options)
+
+
+__all__ = ["NAME", "Builder", "as_fast_dataset", "as_fast_loader"]
