@@ -6,7 +6,10 @@ loader = cats_vs_dogs_fast.as_fast_loader("train", batch_size=64, seed=0)  # JAX
 """
 
 from cats_vs_dogs_fast.cats_vs_dogs_fast_dataset_builder import Builder
-from fast_tfds.read import reader as _reader
+
+# The readers are imported when used: TensorFlow for as_fast_dataset, Grain for
+# as_fast_loader. So `import cats_vs_dogs_fast` in a JAX or PyTorch script (and in
+# the loader's worker processes, which re-import the main script) loads neither.
 
 NAME = Builder.name
 
@@ -17,7 +20,9 @@ def as_fast_dataset(split: str = "train", **options):
     Builds the dataset first if needed (pass download_config= with a manual_dir
     to build from a local copy of the archive).
     """
-    return _reader.as_fast_dataset(NAME, split, **options)
+    from fast_tfds.read import reader
+
+    return reader.as_fast_dataset(NAME, split, **options)
 
 
 def as_fast_loader(split: str = "train", **options):

@@ -6,9 +6,10 @@ ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
 loader = stanford_dogs_tfrecord.as_fast_loader("train", crop_to_box=True, seed=0)  # JAX, PyTorch
 """
 
-from fast_tfds.read import reader as _reader
-from stanford_dogs_tfrecord import boxes as _boxes
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
+
+# The readers are imported when used (TensorFlow for as_fast_dataset, Grain for
+# as_fast_loader), so `import stanford_dogs_tfrecord` loads neither.
 
 NAME = Builder.name
 
@@ -45,15 +46,18 @@ def as_fast_dataset(
         crop and the boxes are computed before the cache, so a cached pipeline
         caches them too.
     """
-    ds = _reader.as_fast_dataset(
+    from fast_tfds.read import reader
+    from stanford_dogs_tfrecord import boxes
+
+    ds = reader.as_fast_dataset(
         NAME,
         split,
-        **_boxes.reader_options(
+        **boxes.reader_options(
             with_boxes=with_boxes, crop_to_box=crop_to_box, as_supervised=as_supervised
         ),
         **options,
     )
-    return _boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
+    return boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
 
 
 def as_fast_loader(

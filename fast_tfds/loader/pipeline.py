@@ -72,6 +72,8 @@ class FastLoader:
         num_workers: int,
         worker_buffer_size: int,
     ):
+        self._stream = None  # The running batch iterator, and the position it is at.
+        self._stream_position = -1
         if num_threads is None:
             num_threads = len(os.sched_getaffinity(0))
         _check_int("batch_size", batch_size, 1)
@@ -111,8 +113,6 @@ class FastLoader:
                 f"batch_size={batch_size} with drop_remainder leaves no batch of the "
                 f"{self.num_examples} examples of this shard"
             )
-        self._stream = None  # The running batch iterator, and the position it is at.
-        self._stream_position = -1
 
     def _one_epoch(self) -> grain.MapDataset:
         ds = grain.MapDataset.source(self.source.records)

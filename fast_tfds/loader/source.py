@@ -80,11 +80,15 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     base = split.split("[", 1)[0]
     if base not in known:
         raise ValueError(f"unknown split {split!r} of {info.full_name}; it has {known}")
-    records = builder.as_data_source(
+    raw = builder.as_data_source(
         split=split,
         file_format=ARRAY_RECORD,
         deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES,
     )
+    # The array_record source underneath: what goes to worker processes is then
+    # file names and record ranges, not the builder's DatasetInfo, whose unpickling
+    # would import the dataset's package (and with it TensorFlow) in every worker.
+    records = raw.data_source
     features = info.features
     shape = features["image"].shape
     stored_size = None if None in shape[:2] else (shape[0], shape[1])
