@@ -262,6 +262,13 @@ class FastLoaderIterator(grain.DatasetIterator):
         """Stops the loader's decode threads and workers (the next batch restarts them)."""
         self._loader.close()
 
+    def __del__(self):
+        # Grain's iterators close themselves when collected. This one must not: a
+        # finished epoch's iterator is dropped while the loader's stream goes on
+        # into the next epoch. The loader stops the stream when it is closed or
+        # collected itself.
+        pass
+
 
 def _copied(tree):
     if isinstance(tree, dict):
