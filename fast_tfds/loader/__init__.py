@@ -1,4 +1,4 @@
-"""A fast loader for JAX and PyTorch: ArrayRecord files, Grain workers, numpy batches.
+"""A fast loader for JAX and PyTorch: ArrayRecord files read with Grain, numpy batches.
 
     import cats_vs_dogs_fast
     loader = cats_vs_dogs_fast.as_fast_loader("train[:80%]", batch_size=64, seed=0)
@@ -7,7 +7,7 @@
 
 It reads a dataset built with `tfds build ... --file_format array_record` (or
 converted with `tfds convert_format`) without TensorFlow: importing this module
-does not import it, and neither do the worker processes.
+does not import it, and neither does reading, in threads or worker processes.
 """
 
 from fast_tfds.loader import deps
@@ -50,7 +50,8 @@ def as_fast_loader(
     download_and_prepare: bool = True,
     download_config=None,
 ) -> FastLoader:
-    """`split` of dataset `name` as numpy batches, decoded in worker processes.
+    """`split` of dataset `name` as numpy batches, decoded in threads (and, with
+    num_workers, in worker processes).
 
     Args:
       name: the TFDS name, e.g. 'cats_vs_dogs_fast'.

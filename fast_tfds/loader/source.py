@@ -2,8 +2,8 @@
 
 TFDS's own `as_data_source` picks the ArrayRecord files (also when they sit next to
 TFRecords after `tfds convert_format`) and resolves slices such as 'train[:80%]'.
-The loader asks it for the raw serialized examples and decodes them itself, in its
-worker processes. Nothing here imports TensorFlow.
+The loader asks it for the raw serialized examples and decodes them itself.
+Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -85,9 +85,9 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         file_format=ARRAY_RECORD,
         deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES,
     )
-    # The array_record source underneath: what goes to worker processes is then
-    # file names and record ranges, not the builder's DatasetInfo, whose unpickling
-    # would import the dataset's package (and with it TensorFlow) in every worker.
+    # The array_record source underneath: what is pickled to worker processes is
+    # then file names and record ranges, not the builder's DatasetInfo, whose
+    # unpickling imports the dataset's builder module in every worker.
     records = raw.data_source
     features = info.features
     shape = features["image"].shape
