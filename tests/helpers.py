@@ -2,9 +2,56 @@
 
 from __future__ import annotations
 
+import collections
+import os
+import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).parents[1]
 # The real `tfds` command line, run as a user would (in a child process).
 TFDS_CLI = [sys.executable, "-m", "tensorflow_datasets.scripts.cli.main"]
+DATASETS = ("cats_vs_dogs_fast", "stanford_dogs_tfrecord")
+
+
+def project_modules() -> dict[str, Path]:
+    """{'fast_tfds.build.builder': path} for every module of the installed packages."""
+    modules = {}
+    for package in ("fast_tfds", *DATASETS):
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python: this one, with TensorFlow's start-up noise off."""
+    return {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
+
+
+def run_ok(command, timeout: float = 300, **kwargs) -> str:
+    """Runs `command` in a child process; its stdout + stderr, asserting that it succeeded."""
+    kwargs.setdefault("env", child_env())
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    return output
+
+
+def filenames_of(ds) -> list[str]:
+    """Filenames in the order a dict-output dataset (batched or not) yields them."""
+    names = []
+    for example in ds:
+        batch = example["image/filename"].numpy()
+        names.extend(n.decode() for n in np.atleast_1d(batch))
+    return names
+
+
+def assert_exactly_once(names, expected) -> None:
+    duplicates = [n for n, c in collections.Counter(names).items() if c > 1]
+    assert not duplicates, f"read more than once: {duplicates[:5]}"
+    assert sorted(names) == sorted(expected), f"{len(names)} examples, expected {len(expected)}"

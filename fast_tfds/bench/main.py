@@ -190,6 +190,14 @@ def _run_stream(args, selected, builders, result) -> None:
         for p in selected
     }
     result["targets"] = bench_targets.evaluate_targets(summaries)
+    if "224" in builders and any(p.name.startswith("fast_224") for p in selected):
+        from fast_tfds.bench import epoch_boundaries
+
+        print("Timing Keras fit's epoch boundaries ...", flush=True)
+        result["epoch_boundaries"] = epoch_boundaries.measure(
+            builders["224"], f"{args.split}[:10%]"
+        )
+        result["targets"] += bench_targets.evaluate_boundaries(result["epoch_boundaries"])
     errors = [
         f"{name} round {r + 1} epoch {e + 1}: {epoch['images']} images, expected {images}"
         for name, rounds in raw.items()

@@ -11,6 +11,8 @@ import threading
 import psutil
 import tensorflow as tf
 
+from fast_tfds.read import memory_cache
+
 MiB = 2**20
 
 
@@ -38,7 +40,8 @@ def _libc():
 
 
 def heap_in_use() -> int | None:
-    """Bytes the C heap has handed out and not got back (glibc's mallinfo2), or None.
+    """Bytes the C heap has handed out and not got back (glibc's mallinfo2), plus the
+    reader's arenas (their own mappings, outside the heap), or None.
 
     Unlike RSS, this does not depend on what the allocator keeps mapped after a
     free, so what a dataset holds between epochs (its cache) reads exactly.
@@ -47,7 +50,7 @@ def heap_in_use() -> int | None:
     if libc is None or not hasattr(libc, "mallinfo2"):
         return None
     info = libc.mallinfo2()
-    return info.uordblks + info.hblkhd
+    return info.uordblks + info.hblkhd + memory_cache.bytes_held()
 
 
 def release_memory() -> None:

@@ -34,14 +34,15 @@ def stream_table(result: dict) -> str:
         f"{'pipeline':<32}{'output':<8}"
         f"{'epoch 1 img/s [min-max]':>25}{'epoch 2 img/s [min-max]':>25}"
         f"{'e1/ceil':>8}{'e2/mem':>8}{'1st batch':>10}{'peak RSS':>10}{'cache':>9}"
-        f"{'MiB/1k':>8}{'x uint8':>8}"
+        f"{'MiB/1k':>8}{'x uint8':>8}{'flt/img':>14}"
     )
     lines = [
         _title(result),
         "Medians over rounds; e1/ceil: epoch 1 / the ceiling with the same work and output;",
         "e2/mem: epoch 2 / the in-memory reference with the same output; 1st batch: epoch 1;",
         "peak RSS: growth while it ran, MiB (low when it reuses memory an earlier row freed);",
-        "cache: C heap the dataset holds between epochs, MiB; x uint8: cache / (n*224*224*3).",
+        "cache: memory the dataset holds between epochs (C heap + the reader's arenas), MiB;",
+        "x uint8: cache / (n*224*224*3); flt/img: minor page faults per image, epoch 1/epoch 2.",
         "",
         header,
     ]
@@ -64,6 +65,7 @@ def stream_table(result: dict) -> str:
             f"{_num(s.get('peak_rss_growth_mib'), '.0f'):>10}{_num(s.get('cache_mib'), '.0f'):>9}"
             f"{_num(s.get('cache_mib_per_1000_images'), '.0f'):>8}"
             f"{_num(s.get('cache_vs_uint8_bytes'), '.2f', 'x'):>8}"
+            f"{_faults(s):>14}"
         )
     lines += ["", "Rows:"]
     lines += [f"  {name:<30}{p['label']}" for name, p in pipelines.items()]
@@ -75,9 +77,22 @@ def stream_table(result: dict) -> str:
                 f"  {'PASS' if t['met'] else 'MISS'} {t['measured']:6.2f}x {t['comparison']} "
                 f"{t['threshold']:<4} {t['target']}  ({t['row']}{over})"
             )
+    if result.get("epoch_boundaries"):
+        lines += ["", "Keras fit, time from an epoch's last step to the next one's first:"]
+        for row in result["epoch_boundaries"]:
+            ratio = row["max_gap_ms"] / row["median_step_ms"]
+            lines.append(
+                f"  {row['label']:<52} gap {row['max_gap_ms']:7.1f} ms, median step "
+                f"{row['median_step_ms']:6.1f} ms: {ratio:5.1f}x"
+            )
     if not result["counts_consistent"]:
         lines += ["", "COUNT MISMATCH: " + "; ".join(result["count_errors"])]
     return "\n".join(lines)
+
+
+def _faults(summary: dict) -> str:
+    values = [summary.get(e, {}).get("minor_faults_per_image") for e in ("epoch1", "epoch2")]
+    return "/".join(_num(v, ".1f") for v in values if v is not None) or "-"
 
 
 def _ratio(summary: dict, epoch: str, versus: dict | None) -> float | None:

@@ -15,6 +15,15 @@ from typing import TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
+# Items in flight per worker: enough to keep every thread busy, few enough that
+# an 800 MB archive is never held in memory at once.
+WINDOW_PER_WORKER = 4
+
+
+def default_window() -> int:
+    """How many items `ordered_thread_map` has in flight by default (read ahead of the output)."""
+    return WINDOW_PER_WORKER * (os.cpu_count() or 1)
+
 
 def ordered_thread_map(
     fn: Callable[[T], R],
@@ -25,11 +34,12 @@ def ordered_thread_map(
 ) -> Iterator[R]:
     """Yields fn(item) for each item, in input order, computing ahead in threads.
 
-    At most `window` items are in flight, so a 800 MB archive is never held in
-    memory at once.
+    At most `window` items are in flight (default: `default_window()`), so an
+    800 MB archive is never held in memory at once, and a consumer that stops
+    after n results has made the input yield at most n - 1 + window items.
     """
     workers = workers or os.cpu_count() or 1
-    window = window or 4 * workers
+    window = window or WINDOW_PER_WORKER * workers
     pending: collections.deque[concurrent.futures.Future] = collections.deque()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for item in items:

@@ -22,16 +22,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    p = commands.add_parser("sample", help="write look-alike source archives into a folder")
+    sized = {}  # The commands that write samples, whose sizes are checked.
+    p = sized["sample"] = commands.add_parser(
+        "sample", help="write look-alike source archives into a folder"
+    )
     p.add_argument("folder")
-    p.add_argument("--images-per-class", type=int, default=2000)
-    p.add_argument("--dogs-per-breed", type=int, default=10)
+    demo.add_sample_size_options(p)
     p.set_defaults(run=demo.sample_command)
 
-    p = commands.add_parser("demo", help="the offline main job: sample, tfds build, stream")
+    p = sized["demo"] = commands.add_parser(
+        "demo", help="the offline main job: sample, tfds build, stream"
+    )
     p.add_argument("--workdir", default=os.fspath(demo.DEFAULT_WORKDIR))
-    p.add_argument("--images-per-class", type=int, default=2000)
-    p.add_argument("--dogs-per-breed", type=int, default=10)
+    demo.add_sample_size_options(p)
     p.add_argument("--fresh", action="store_true", help="regenerate the sample and rebuild")
     p.set_defaults(run=demo.demo)
 
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     args = parser.parse_args(argv)
+    if args.command in sized:
+        demo.check_sample_size(sized[args.command], args)
     args.run(args)
 
 

@@ -24,22 +24,21 @@ _BUILD_SUMMARY = re.compile(
 )
 
 
-def write_samples(
-    manual_dir: Path, images_per_class: int, dogs_per_breed: int, *, fresh: bool = False
-) -> set[str]:
-    """Writes both datasets' sample archives into `manual_dir` unless complete ones are
-    there; returns the datasets it wrote."""
+def write_samples(manual_dir: Path, args: argparse.Namespace, *, fresh: bool = False) -> set[str]:
+    """Writes both datasets' sample archives (sized by `args`) into `manual_dir` unless
+    complete ones are there; returns the datasets it wrote."""
     from fast_tfds import samples
 
     written = set()
     for dataset, size in (
-        ("cats_vs_dogs_fast", images_per_class),
-        ("stanford_dogs_tfrecord", dogs_per_breed),
+        ("cats_vs_dogs_fast", args.images_per_class),
+        ("stanford_dogs_tfrecord", args.dogs_per_breed),
     ):
         if samples.is_complete(dataset, manual_dir) and not fresh:
             print(f"Reusing the {dataset} sample in {manual_dir} (pass --fresh to regenerate).")
             continue
-        expected = samples.write(dataset, manual_dir, size)["expected_examples"]
+        sample = samples.write(dataset, manual_dir, size, breed_count=args.breeds)
+        expected = sample["expected_examples"]
         print(f"  {dataset}: images that decode: {expected}")
         written.add(dataset)
     return written
@@ -77,9 +76,7 @@ def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: boo
 def demo(args: argparse.Namespace) -> None:
     workdir = Path(args.workdir)
     manual_dir, data_dir = workdir / "manual", workdir / "tensorflow_datasets"
-    written = write_samples(
-        manual_dir, args.images_per_class, args.dogs_per_breed, fresh=args.fresh
-    )
+    written = write_samples(manual_dir, args, fresh=args.fresh)
     for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
         tfds_build(dataset, data_dir, manual_dir, overwrite=dataset in written)
 
@@ -116,8 +113,8 @@ def demo(args: argparse.Namespace) -> None:
         ]
         cached = fast(cache=True)
         rows += [
-            ("as_fast_dataset() epoch 1: decode + fill the uint8 cache", cached),
-            ("as_fast_dataset() epoch 2: from the uint8 cache", cached),
+            ("as_fast_dataset() epoch 1: decode + fill the uint8 arena", cached),
+            ("as_fast_dataset() epoch 2: arena, global shuffle", cached),
             ("as_fast_dataset(dtype=tf.uint8, cache=False)", fast(cache=False, dtype=tf.uint8)),
         ]
         for label, ds in rows:
@@ -150,4 +147,34 @@ def stream_stanford_dogs(data_dir: Path, baselines) -> None:
 
 
 def sample_command(args: argparse.Namespace) -> None:
-    write_samples(Path(args.folder), args.images_per_class, args.dogs_per_breed, fresh=True)
+    write_samples(Path(args.folder), args, fresh=True)
+
+
+def add_sample_size_options(parser: argparse.ArgumentParser) -> None:
+    """--images-per-class, --dogs-per-breed and --breeds: how big the samples are."""
+    from fast_tfds.samples import STANFORD_BREEDS
+
+    parser.add_argument("--images-per-class", type=int, default=2000, help="cats and dogs each")
+    parser.add_argument(
+        "--dogs-per-breed", type=int, default=10, help="Stanford Dogs photos per breed"
+    )
+    parser.add_argument(
+        "--breeds",
+        type=int,
+        default=STANFORD_BREEDS,
+        help=f"Stanford Dogs: photos of the first N of the {STANFORD_BREEDS} breeds",
+    )
+
+
+def check_sample_size(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A one-line usage error for sizes the sample writers cannot make."""
+    from fast_tfds.samples import STANFORD_BREEDS
+
+    if not 1 <= args.breeds <= STANFORD_BREEDS:
+        parser.error(f"--breeds={args.breeds}: must be between 1 and {STANFORD_BREEDS}")
+    # Each split needs a photo, and the sample's quirks need 3 ordinary ones.
+    if args.dogs_per_breed * args.breeds < 3:
+        parser.error(
+            f"--dogs-per-breed={args.dogs_per_breed} x --breeds={args.breeds}: "
+            "the Stanford Dogs sample needs at least 3 photos"
+        )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import posixpath
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -120,9 +119,12 @@ def _check_cache(cache) -> None:
     if "://" in path:
         # gs://, s3://, ram://: a folder is not a thing to check on object stores;
         # TensorFlow's file system reports what it cannot write.
-        folder = posixpath.dirname(path)
-        if folder.endswith(":/"):
-            raise ValueError(f"cache={path!r}: give a path prefix inside the bucket or folder")
+        scheme, _, location = path.partition("://")
+        if "/" not in location.strip("/"):
+            raise ValueError(
+                f"cache={path!r}: give a file prefix inside a bucket or folder, "
+                f"e.g. {scheme}://BUCKET/cache"
+            )
         return
     folder = os.path.dirname(os.path.abspath(path))
     if not tf.io.gfile.isdir(folder):

@@ -20,7 +20,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.read import cache as file_cache
-from fast_tfds.read import records, service
+from fast_tfds.read import memory_cache, records, service
 from fast_tfds.read.decode import make_decoder, make_output_fn
 from fast_tfds.read.options import ReadOptions
 
@@ -118,26 +118,30 @@ def read_split(
       image_size: output size, int or (height, width); images are resized only
         when the stored size differs. None keeps stored sizes (then batching
         needs a fixed-size config such as '224').
-      cache: True caches decoded uint8 images in memory, a path caches them in
-        files with that prefix (its folder must exist; an existing folder holds
-        them), False does not cache. File names add the dataset, split and a
-        digest of the shard files (sizes, times), slice, image size, features
-        and transform: a different pipeline or a rebuilt dataset never gets a
-        stale cache. Only a full pass writes a cache that is later read (one
-        stopped early, or killed, is discarded). One process at a time writes
-        it (an OS lock on `<file>.lock`, freed when that process ends, so files
-        left by a killed run are removed by the next); another process reads
-        it once complete, and reads without a cache, with a warning, while it
-        is being written. See `fast_tfds.read.cache`.
-      shuffle: shuffle file order and examples (a new order every epoch).
-      shuffle_buffer: examples in the shuffle buffer.
-      seed: seed for both shuffles; with deterministic=True the order repeats.
+      cache: True caches decoded uint8 images in memory: fixed-size examples in one
+        arena per split that epoch 1 fills, served in a new global order every epoch
+        (see `fast_tfds.read.memory_cache`), others with `Dataset.cache()`. A path
+        caches them in files with that prefix (its folder must exist; an existing folder
+        holds them), False does not cache. File names add the dataset, split and a
+        digest of the shard files (sizes, times), slice, image size, features and
+        transform: a different pipeline or a rebuilt dataset never gets a stale cache.
+        Only a full pass writes a cache that is later read (one stopped early, or
+        killed, is discarded). One process at a time writes it (an OS lock on
+        `<file>.lock`, freed when that process ends, so files left by a killed run are
+        removed by the next); another process reads it once complete, and reads without
+        a cache, with a warning, while it is being written. See `fast_tfds.read.cache`.
+      shuffle: shuffle file order and examples (a new order every epoch);
+        epochs served from the arena are a permutation of the whole split.
+      shuffle_buffer: examples in the shuffle buffer of epochs that decode
+        (epoch 1 with the arena; every epoch without it).
+      seed: seed for the shuffles; with deterministic=True the order of every
+        epoch repeats from run to run.
       deterministic: keep a reproducible element order (slower). Default: True
         when a seed is given, else False.
       repeat: False for one epoch per iteration, True to repeat forever (the
         fastest for Keras: fit(steps_per_epoch=...) keeps one iterator), or a
-        number of epochs.
-      drop_remainder: drop the last incomplete batch.
+        number of epochs. Batches never straddle two epochs.
+      drop_remainder: drop each epoch's last incomplete batch.
       dtype: tf.float32 for images scaled to [0, 1], tf.uint8 for raw pixels.
       as_supervised: (image, label) tuples, else dicts of all features.
       input_context: a tf.distribute.InputContext: this input pipeline reads its
@@ -166,6 +170,7 @@ def read_split(
                 batch_size=opts.input_context.get_per_replica_batch_size(opts.batch_size)
             )
     deterministic = opts.is_deterministic
+    num_examples = records.num_examples(instructions)
 
     ds = records.read_records(
         instructions, shuffle=opts.shuffle, seed=opts.seed, deterministic=deterministic
@@ -180,6 +185,37 @@ def read_split(
     )
     if service_address is not None:  # Everything above runs on the service's workers.
         ds = service.distribute(ds, service_address, opts.service_sharding)
+    output_fn = make_output_fn(opts.dtype, opts.as_supervised, builder.info.supervised_keys)
+    if opts.cache is True and memory_cache.supports(ds.element_spec):
+        ds, _ = memory_cache.cached_batches(
+            ds,
+            num_examples,
+            batch_size=opts.batch_size,
+            drop_remainder=opts.drop_remainder,
+            shuffle=opts.shuffle,
+            shuffle_buffer=opts.shuffle_buffer,
+            seed=opts.seed,
+            deterministic=deterministic,
+            output_fn=output_fn,
+        )
+    else:
+        ds = _per_example_pipeline(ds, builder, split, instructions, opts, output_fn)
+    if opts.epochs != 1:
+        ds = ds.repeat(opts.epochs)
+    ds = ds.prefetch(AUTOTUNE)
+    if opts.service is None or opts.service_sharding == "dynamic":
+        # Keras shows N/N steps and does not warn that the input "ran out of data".
+        ds = ds.apply(tf.data.experimental.assert_cardinality(_cardinality(num_examples, opts)))
+    tf_options = tf.data.Options()
+    tf_options.deterministic = deterministic
+    tf_options.autotune.enabled = True
+    return ds.with_options(tf_options)
+
+
+def _per_example_pipeline(ds, builder, split, instructions, opts: ReadOptions, output_fn):
+    """cache (per example) ─ shuffle buffer ─ batch ─ output: for variable-size examples,
+    file caches, and no cache."""
+    deterministic = opts.is_deterministic
     if opts.cache is True:
         ds = ds.cache()
     elif opts.cache:  # Keyed by what is cached, and safe against killed and concurrent runs.
@@ -193,8 +229,6 @@ def read_split(
         )
     if opts.shuffle:
         ds = ds.shuffle(opts.shuffle_buffer, seed=opts.seed, reshuffle_each_iteration=True)
-    if opts.epochs != 1:
-        ds = ds.repeat(opts.epochs)
     if opts.batch_size is not None:
         ds = ds.batch(
             opts.batch_size,
@@ -202,16 +236,19 @@ def read_split(
             num_parallel_calls=AUTOTUNE,
             deterministic=deterministic,
         )
-    ds = ds.map(
-        make_output_fn(opts.dtype, opts.as_supervised, builder.info.supervised_keys),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic,
-    )
-    ds = ds.prefetch(AUTOTUNE)
-    tf_options = tf.data.Options()
-    tf_options.deterministic = deterministic
-    tf_options.autotune.enabled = True
-    return ds.with_options(tf_options)
+    return ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+
+
+def _cardinality(num_examples: int, opts: ReadOptions) -> int:
+    """Elements (batches, or examples) the dataset yields per iteration."""
+    if opts.epochs is None:
+        return tf.data.INFINITE_CARDINALITY
+    per_epoch = num_examples
+    if opts.batch_size is not None:
+        per_epoch = num_examples // opts.batch_size
+        if not opts.drop_remainder and num_examples % opts.batch_size:
+            per_epoch += 1
+    return per_epoch * opts.epochs
 
 
 def _options(options: ReadOptions | None, keywords: dict[str, Any]) -> ReadOptions:

@@ -17,16 +17,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Stanford Dogs' classes: a full sample has photos of every breed.
+STANFORD_BREEDS = 120
+
 
 def is_complete(dataset: str, manual_dir: Path) -> bool:
     return _marker(dataset, manual_dir).exists()
 
 
-def write(dataset: str, manual_dir: Path, images_per_class: int) -> dict[str, Any]:
+def write(
+    dataset: str, manual_dir: Path, images_per_class: int, *, breed_count: int = STANFORD_BREEDS
+) -> dict[str, Any]:
     """Writes `dataset`'s archives into `manual_dir`; returns what they hold.
 
-    `images_per_class`: photos per class for cats_vs_dogs_fast, per breed (all
-    120) for stanford_dogs_tfrecord.
+    `images_per_class`: photos per class for cats_vs_dogs_fast, per breed for
+    stanford_dogs_tfrecord, whose sample holds the first `breed_count` of its 120
+    classes.
     """
     from fast_tfds.samples import cats_vs_dogs, stanford_dogs
 
@@ -39,12 +45,12 @@ def write(dataset: str, manual_dir: Path, images_per_class: int) -> dict[str, An
             cats_vs_dogs.write_cats_zip, manual_dir / cats_vs_dogs.CATS_ZIP_NAME, images_per_class
         )
     else:
-        what = f"120 breeds x {images_per_class} photos"
+        what = f"{breed_count} breeds x {images_per_class} photos"
         work = functools.partial(
             stanford_dogs.write_stanford_dogs_archives,
             manual_dir,
             images_per_class,
-            breeds=range(120),
+            breeds=range(breed_count),
         )
     counts = with_folder_progress(manual_dir, f"Writing the {dataset} sample ({what})", work)
     _marker(dataset, manual_dir).write_text("complete\n")

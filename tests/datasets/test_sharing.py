@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,14 +13,10 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
-from tests.helpers import TFDS_CLI
+from tests.helpers import TFDS_CLI, run_ok
 
 STANFORD_DUMMY_DATA = Path(stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data")
 OUR_PACKAGES = ("fast_tfds", "cats_vs_dogs_fast", "stanford_dogs_tfrecord")
-
-
-def env():
-    return {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +25,13 @@ def shared_cats(tmp_path_factory, cats_sample):
     manual_dir, counts = cats_sample
     build_dir = tmp_path_factory.mktemp("cats_build")
     shared = tmp_path_factory.mktemp("cats_shared")
-    done = subprocess.run(
+    run_ok(
         [
             *(*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
             *("--manual_dir", os.fspath(manual_dir), "--config", "224"),
             *("--data_dir", os.fspath(build_dir), "--publish_dir", os.fspath(shared)),
-        ],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=300,
+        ]
     )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     shutil.rmtree(build_dir)
     return shared, counts["expected_examples"]
 
@@ -118,7 +108,7 @@ def test_tfds_reads_shared_folders_without_our_package(shared_cats, shared_stanf
     }
     # Neither the repository (cwd, sys.path) nor the editable install can serve
     # our packages: the blocker stands first on sys.meta_path.
-    done = subprocess.run(
+    output = run_ok(
         [
             sys.executable,
             "-c",
@@ -126,16 +116,10 @@ def test_tfds_reads_shared_folders_without_our_package(shared_cats, shared_stanf
             ",".join(OUR_PACKAGES),
             json.dumps(data_dirs),
         ],
-        capture_output=True,
-        text=True,
-        env=env(),
         cwd=tmp_path,
-        timeout=300,
     )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-3000:]
     result = json.loads(
-        next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:]
+        next(line for line in output.splitlines() if line.startswith("RESULT "))[7:]
     )
 
     cats = result["cats_vs_dogs_fast"]

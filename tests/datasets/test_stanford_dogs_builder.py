@@ -9,6 +9,9 @@ w('stanford_dogs_tfrecord/dummy_data', images_per_breed=3, image_size=(48, 40))"
 
 from __future__ import annotations
 
+import itertools
+import math
+import os
 import tarfile
 from pathlib import Path
 
@@ -16,8 +19,10 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord
+from fast_tfds.build import MIN_SHARDS_PER_SPLIT, archives, parallel
 from fast_tfds.samples import stanford_dogs as dogs_sample
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
+from tests.helpers import TFDS_CLI, run_ok
 
 DUMMY_DATA_ARGS = {"images_per_breed": 3, "image_size": (48, 40)}
 DUMMY_DATA = Path(Builder.code_path.parent / "dummy_data")
@@ -89,3 +94,91 @@ def test_skipped_files_are_in_the_metadata(tmp_path, dummy_sample):
     }
     # No spool file is left in the build.
     assert sorted(p.name for p in builder.data_path.iterdir() if p.is_dir()) == []
+
+
+# -- --max_examples_per_split: a 5-example build reads 5 images, not images.tar ----
+
+MAX_EXAMPLES = 5
+# Members a split's generator may have read when TFDS stops after MAX_EXAMPLES:
+# the thread pool reads up to its window ahead of what it has handed out.
+READ_AT_MOST = MAX_EXAMPLES + parallel.default_window()
+
+
+@pytest.fixture(scope="module")
+def big_sample(tmp_path_factory):
+    """(manual_dir, what it holds): several times READ_AT_MOST images in each split."""
+    folder = tmp_path_factory.mktemp("stanford_big")
+    breeds = 4
+    test_fraction = 0.4
+    per_breed = max(75, math.ceil(4 * READ_AT_MOST / test_fraction / breeds))
+    sample = dogs_sample.write_stanford_dogs_archives(
+        folder,
+        images_per_breed=per_breed,
+        breeds=range(breeds),
+        quirks=False,
+        image_size=(48, 40),
+        train_fraction=1 - test_fraction,
+    )
+    return folder, sample
+
+
+def members_in_tar_order(images_tar, sample) -> dict[str, list[tuple[str, tuple[int, int]]]]:
+    """{split: [(member, (offset, size))]} of the images a split keeps, as images.tar holds them."""
+    by_member = {info["member"]: info for info in sample["images"].values()}
+    members = {"train": [], "test": []}
+    for name, location in archives.tar_members(images_tar):
+        info = by_member[name]
+        if info["kept"]:
+            members[info["split"]].append((name, location))
+    return members
+
+
+def test_split_generators_read_only_what_max_examples_per_split_takes(big_sample, tmp_path):
+    manual_dir, sample = big_sample
+    members = members_in_tar_order(manual_dir / "images.tar", sample)
+    for split in ("train", "test"):
+        assert len(members[split]) >= 4 * READ_AT_MOST, "the sample is too small to tell"
+    builder = Builder(config="224", data_dir=tmp_path / "data")
+    dl_manager = tfds.download.DownloadManager(
+        download_dir=tmp_path / "downloads",
+        manual_dir=manual_dir,
+        manual_dir_instructions=Builder.MANUAL_DOWNLOAD_INSTRUCTIONS,
+    )
+    generators = builder._split_generators(dl_manager)
+    # The split generators share one reader of images.tar; nothing is read yet.
+    reader = generators["train"].gi_frame.f_locals["read_member"]
+    assert reader._handle is None, "_split_generators read images.tar's images"
+    try:
+        for split in ("train", "test"):  # In TFDS's order: one split after the other.
+            # What TFDS does with --max_examples_per_split (see test_tfds_internals).
+            taken = list(itertools.islice(generators[split], MAX_EXAMPLES))
+            first = members[split][:MAX_EXAMPLES]
+            assert [ex["image/filename"] for _, ex in taken] == [name for name, _ in first]
+            offset, size = members[split][READ_AT_MOST - 1][1]
+            read_up_to = reader._handle.tell()
+            assert read_up_to <= offset + size, (
+                f"{split}: read images.tar up to byte {read_up_to:,}, past image "
+                f"{READ_AT_MOST} of the split (which ends at {offset + size:,})"
+            )
+    finally:
+        for generator in generators.values():
+            generator.close()
+    tar_size = (manual_dir / "images.tar").stat().st_size
+    assert read_up_to < tar_size // 2, "the bound above says nothing on this sample"
+
+
+def test_tfds_build_with_max_examples_per_split_gives_that_many_per_split(big_sample, tmp_path):
+    manual_dir, _ = big_sample
+    run_ok(
+        [
+            *(*TFDS_CLI, "build", "stanford_dogs_tfrecord", "--imports", "stanford_dogs_tfrecord"),
+            *("--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)),
+            *("--config", "224", "--max_examples_per_split", str(MAX_EXAMPLES)),
+        ]
+    )
+    builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path)
+    for split in ("train", "test"):
+        info = builder.info.splits[split]
+        assert info.num_examples == MAX_EXAMPLES, split
+        assert info.num_shards == min(MIN_SHARDS_PER_SPLIT, MAX_EXAMPLES), split
+        assert len(list(builder.as_dataset(split=split))) == MAX_EXAMPLES, split

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import cats_vs_dogs_fast
-from tests.helpers import REPO
+from fast_tfds.build import MIN_SHARDS_PER_SPLIT
+from tests.helpers import REPO, child_env
 
 EXAMPLE = REPO / "examples" / "multi_worker_training.py"
 
@@ -20,7 +21,7 @@ EXAMPLE = REPO / "examples" / "multi_worker_training.py"
 def shard_of(cats_builder) -> dict[str, str]:
     """{example filename: the shard file holding it}, read straight from the TFRecords."""
     split = cats_builder.info.splits["train"]
-    assert split.num_shards == 16, "the fixture should be built in the full 16 shards"
+    assert split.num_shards == MIN_SHARDS_PER_SPLIT, "the fixture should have the full shards"
     spec = {"image/filename": tf.io.FixedLenFeature([], tf.string)}
     shard_of = {}
     for instruction in split.file_instructions:
@@ -31,7 +32,7 @@ def shard_of(cats_builder) -> dict[str, str]:
     return shard_of
 
 
-@pytest.mark.parametrize("pipelines", [2, 3, 4, 16])
+@pytest.mark.parametrize("pipelines", [2, 3, 4, MIN_SHARDS_PER_SPLIT])
 def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
     cats_data_dir, cats_filenames, shard_of, pipelines
 ):
@@ -58,7 +59,7 @@ def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
         assert files, f"pipeline {i} of {pipelines} read nothing"
         for j in range(i):
             assert not files & files_per_pipeline[j], f"pipelines {j} and {i} share files"
-    assert len(set().union(*files_per_pipeline)) == 16
+    assert len(set().union(*files_per_pipeline)) == MIN_SHARDS_PER_SPLIT
     everything = [n for names in names_per_pipeline for n in names]
     assert collections.Counter(everything) == collections.Counter(cats_filenames)
     # Files are dealt out evenly: 16 over 3 pipelines is 6, 5, 5.
@@ -67,15 +68,18 @@ def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
 
 
 def test_more_pipelines_than_files_is_a_clear_error(cats_data_dir):
+    too_many = MIN_SHARDS_PER_SPLIT + 1
     context = tf.distribute.InputContext(
-        num_input_pipelines=17, input_pipeline_id=0, num_replicas_in_sync=17
+        num_input_pipelines=too_many, input_pipeline_id=0, num_replicas_in_sync=too_many
     )
     with pytest.raises(ValueError) as excinfo:
         cats_vs_dogs_fast.as_fast_dataset(
             "train", data_dir=cats_data_dir, download_and_prepare=False, input_context=context
         )
     message = str(excinfo.value)
-    assert message.startswith("input_context: 17 input pipelines but only 16 shard files")
+    assert message.startswith(
+        f"input_context: {too_many} input pipelines but only {MIN_SHARDS_PER_SPLIT} shard files"
+    )
     assert "\n" not in message
 
 
@@ -95,12 +99,7 @@ def test_the_example_trains_on_two_workers(cats_data_dir):
     procs = []
     for index in range(2):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        env = {
-            **os.environ,
-            "TF_CONFIG": json.dumps(tf_config),
-            "TF_ENABLE_ONEDNN_OPTS": "0",
-            "TF_CPP_MIN_LOG_LEVEL": "2",
-        }
+        env = child_env(TF_CONFIG=json.dumps(tf_config))
         command = [
             *(sys.executable, os.fspath(EXAMPLE), "--data-dir", os.fspath(cats_data_dir)),
             *("--steps", "2", "--epochs", "2", "--image-size", "32", "--batch-size", "8"),

@@ -1,26 +1,18 @@
 """as_fast_dataset(service=...) on a real tf.data service: in-process servers and the CLI."""
 
 import collections
-import os
 import selectors
 import socket
 import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 import cats_vs_dogs_fast
 from fast_tfds.cli import service as data_service
-
-
-def filenames_of(ds) -> list[str]:
-    names = []
-    for example in ds:
-        names.extend(n.decode() for n in np.atleast_1d(example["image/filename"].numpy()))
-    return names
+from tests.helpers import child_env, filenames_of
 
 
 def times_read(names) -> collections.Counter:
@@ -130,13 +122,12 @@ def test_bad_service_options_raise_one_line_value_errors(
 
 def spawn(*args: str) -> subprocess.Popen:
     """Starts `fast-tfds service ...` in its own process."""
-    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.Popen(
         [sys.executable, "-m", "fast_tfds.cli", "service", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=child_env(),
     )
 
 

@@ -1,0 +1,252 @@
+"""The in-memory cache of `read_split(cache=True)`: one arena per split, a global shuffle.
+
+A split's size, and (for fixed-size output) each image's shape, are known
+before reading, so the cache is laid out up front instead of growing one
+allocation per image as `Dataset.cache()` does:
+
+- **Epoch 1** decodes in parallel as usual and yields its batches; on the way,
+  each batch is copied into one preallocated arena per feature (`[N, H, W, 3]`
+  uint8 for the images), at the batch's own position. The arena is one
+  anonymous mapping, reserved when the dataset is made and backed by memory
+  only as epoch 1 writes it; it is released with the dataset. (Transparent huge
+  pages and pre-faulting it from a background thread were both measured, and
+  both made epoch 1 slower on a 2-core machine: the kernel's compaction and
+  zeroing compete with the decoders.)
+- **Later epochs** draw batches by a permutation of the whole split, new every
+  epoch (a true global shuffle, reproducible with a seed), and gather them from
+  the arena. Nothing is decoded again, and the arena is shared with TensorFlow
+  without a copy (DLPack).
+
+An epoch stopped early leaves the arena incomplete; the next epoch decodes
+again and refills it. Output whose elements vary in size (`image_size=None` on
+the `original` config, boxes, strings) cannot live in an arena: the reader
+keeps TensorFlow's per-example `cache()` for it (see `supports`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import random
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+AUTOTUNE = tf.data.AUTOTUNE
+# Examples per write when the reader does not batch (batch_size=None).
+UNBATCHED_WRITE_BLOCK = 64
+_FILL, _SERVE = 0, 1
+# TensorFlow keeps every function given to tf.numpy_function for the life of the
+# process, so those functions reach an arena only through this weak registry;
+# the dataset that uses an arena holds it (see `cached_batches`), and the arena
+# and its memory go when the dataset goes.
+_live_arenas: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
+
+
+def bytes_held() -> int:
+    """Bytes of the arenas alive in this process (what their datasets hold)."""
+    return sum(arena.nbytes for arena in list(_live_arenas.values()))
+
+
+def _begin(key: int) -> np.ndarray:
+    return _live_arenas[key].begin()
+
+
+def _write(key: int, *args) -> np.int64:
+    arena = _live_arenas.get(key)
+    return np.int64(0) if arena is None else arena.write(*args)
+
+
+def supports(element_spec) -> bool:
+    """Whether examples of this spec fit an arena: a flat dict of fixed-shape numbers."""
+    return isinstance(element_spec, dict) and all(
+        isinstance(spec, tf.TensorSpec)
+        and spec.shape.is_fully_defined()
+        and (spec.dtype.is_integer or spec.dtype.is_floating or spec.dtype.is_bool)
+        for spec in element_spec.values()
+    )
+
+
+class Arena:
+    """One preallocated array per feature for `num_examples` examples, and its state.
+
+    `begin()` is called once per epoch (in the dataset graph) and says whether
+    the epoch fills the arena or serves from it; `write()` copies a batch in.
+    """
+
+    def __init__(self, num_examples: int, element_spec: dict[str, tf.TensorSpec]):
+        self.num_examples = num_examples
+        self.keys = sorted(element_spec)
+        self._regions = {k: _reserve(num_examples, element_spec[k]) for k in self.keys}
+        self.arrays = {
+            k: _as_array(self._regions[k], num_examples, element_spec[k]) for k in self.keys
+        }
+        self.nbytes = sum(a.nbytes for a in self.arrays.values())
+        # The same memory, seen by TensorFlow without a copy.
+        self.tensors = {
+            k: tf.experimental.dlpack.from_dlpack(a.__dlpack__()) for k, a in self.arrays.items()
+        }
+        self._lock = threading.Lock()
+        self._filled = False
+        self._generation = 0  # Which fill pass may write; an abandoned one may not.
+        self._written = 0
+        self._epoch = 0
+        self.key = id(self)
+        _live_arenas[self.key] = self
+
+    @property
+    def filled(self) -> bool:
+        return self._filled
+
+    def begin(self) -> np.ndarray:
+        """[what this epoch does (_FILL or _SERVE), fill generation, epoch number]."""
+        with self._lock:
+            self._epoch += 1
+            if not self._filled:
+                self._generation += 1
+                self._written = 0
+            mode = _SERVE if self._filled else _FILL
+            return np.array([mode, self._generation, self._epoch], np.int64)
+
+    def write(self, generation, position, *columns) -> np.int64:
+        """Copies one batch of examples into rows position..position+len."""
+        if int(generation) != self._generation or self._filled:
+            return np.int64(0)
+        start, n = int(position), len(columns[0])
+        for key, column in zip(self.keys, columns, strict=True):
+            self.arrays[key][start : start + n] = column
+        with self._lock:
+            if int(generation) == self._generation:
+                self._written += n
+                self._filled = self._written == self.num_examples
+        return np.int64(0)
+
+
+def _reserve(num_examples: int, spec: tf.TensorSpec) -> mmap.mmap:
+    nbytes = max(num_examples * spec.shape.num_elements() * spec.dtype.size, 1)
+    # Address space only: no memory is used until the first epoch writes it.
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return region
+
+
+def _as_array(region: mmap.mmap, num_examples: int, spec: tf.TensorSpec) -> np.ndarray:
+    shape = (num_examples, *spec.shape.as_list())
+    dtype = np.dtype(spec.dtype.as_numpy_dtype)
+    return np.frombuffer(region, dtype, count=int(np.prod(shape))).reshape(shape)
+
+
+def cached_batches(
+    examples: tf.data.Dataset,
+    num_examples: int,
+    *,
+    batch_size: int | None,
+    drop_remainder: bool,
+    shuffle: bool,
+    shuffle_buffer: int,
+    seed: int | None,
+    deterministic: bool,
+    output_fn: Callable,
+) -> tuple[tf.data.Dataset, Arena]:
+    """One epoch of `output_fn(batch)`s: decoded (and cached) or served from the arena.
+
+    Iterating the returned dataset again gives the next epoch.
+    """
+    arena = Arena(num_examples, examples.element_spec)
+    keys, key = arena.keys, arena.key
+    block = batch_size or UNBATCHED_WRITE_BLOCK
+    # Without a seed each dataset still gets its own permutations.
+    base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+
+    def begin(_):
+        state = tf.numpy_function(lambda: _begin(key), [], tf.int64, stateful=True)
+        return tf.ensure_shape(state, [3])
+
+    def write(generation):
+        def store(position, batch):
+            done = tf.numpy_function(
+                lambda *args: _write(key, *args),
+                [generation, position * block, *(batch[k] for k in keys)],
+                tf.int64,
+                stateful=True,
+            )
+            with tf.control_dependencies([done]):
+                return {k: tf.identity(v) for k, v in batch.items()}
+
+        return store
+
+    def fill(generation) -> tf.data.Dataset:
+        ds = examples
+        if shuffle:
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        # Every example is written, also those of a last partial batch that
+        # drop_remainder leaves out of this epoch's output.
+        ds = ds.batch(block, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        ds = ds.enumerate().map(
+            write(generation), num_parallel_calls=AUTOTUNE, deterministic=deterministic
+        )
+        if batch_size is None:
+            return ds.unbatch()
+        if drop_remainder:
+            ds = ds.filter(lambda batch: tf.shape(batch[keys[0]])[0] == batch_size)
+            ds = ds.map(_with_batch_dim(batch_size))
+        return ds
+
+    def serve(epoch) -> tf.data.Dataset:
+        order = tf.range(num_examples, dtype=tf.int64)
+        if shuffle:
+            order = tf.random.experimental.stateless_shuffle(
+                order, seed=tf.stack([tf.constant(base_seed, tf.int64), epoch])
+            )
+        if batch_size is None:
+            return tf.data.Dataset.from_tensor_slices(order).map(_gather_one(arena))
+        count = num_examples // batch_size if drop_remainder else -(-num_examples // batch_size)
+        ds = tf.data.Dataset.range(count).map(
+            _gather_batch(arena, order, batch_size),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=deterministic,
+        )
+        return ds.map(_with_batch_dim(batch_size)) if drop_remainder else ds
+
+    def epoch(state):
+        mode, generation, number = state[0], state[1], state[2]
+        # take(0) gets an empty iterator: the branch not taken is never set up,
+        # so a served epoch starts without opening the shard files.
+        fill_count = tf.where(mode == _FILL, tf.constant(-1, tf.int64), 0)
+        serve_count = tf.where(mode == _SERVE, tf.constant(-1, tf.int64), 0)
+        return fill(generation).take(fill_count).concatenate(serve(number).take(serve_count))
+
+    ds = tf.data.Dataset.from_tensors(0).map(begin).flat_map(epoch)
+    ds = ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    # Datasets made from this one keep it, and so the arena, alive.
+    ds._fast_tfds_arena = arena
+    return ds, arena
+
+
+def _gather_batch(arena: Arena, order: tf.Tensor, batch_size: int):
+    tensors = arena.tensors
+
+    def gather(i):
+        rows = order[i * batch_size : (i + 1) * batch_size]
+        return {k: tf.gather(t, rows) for k, t in tensors.items()}
+
+    return gather
+
+
+def _with_batch_dim(batch_size: int):
+    """Sets the static batch size that drop_remainder guarantees (as `batch` does)."""
+
+    def ensure(batch):
+        return {k: tf.ensure_shape(v, [batch_size, *v.shape[1:]]) for k, v in batch.items()}
+
+    return ensure
+
+
+def _gather_one(arena: Arena):
+    tensors = arena.tensors
+
+    def gather(row):
+        return {k: t[row] for k, t in tensors.items()}
+
+    return gather
