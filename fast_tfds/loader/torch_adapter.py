@@ -7,8 +7,6 @@ from typing import Any
 import torch
 from torch.utils import data as torch_data
 
-from fast_tfds.loader.pipeline import FastLoader
-
 
 class TorchBatches(torch_data.IterableDataset):
     """Batches of a `FastLoader` as torch tensors: uint8 images [B, H, W, 3], int64 labels.
@@ -22,7 +20,9 @@ class TorchBatches(torch_data.IterableDataset):
     epoch (the torchdata `StatefulDataLoader` convention).
     """
 
-    def __init__(self, loader: FastLoader):
+    def __init__(self, loader):
+        """`loader`: a `fast_tfds.loader.FastLoader` (not imported here: it imports
+        this module, for `FastLoader.as_torch`)."""
         super().__init__()
         self.loader = loader
         self._iterator = None
