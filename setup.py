@@ -11,6 +11,19 @@ HERE = Path(__file__).parent
 DEMO = ["scikit-image>=0.22", "tqdm>=4.60"]
 # `fast-tfds bench`: the samples, memory figures and the chart.
 BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
+# The loader for JAX and PyTorch users (fast_tfds.loader): ArrayRecord files read
+# with Grain, JPEGs decoded with simplejpeg and resized with OpenCV; no TensorFlow.
+LOADER = [
+    "grain>=0.2.18",
+    "array_record>=0.8",
+    "simplejpeg>=1.8",
+    "opencv-python-headless>=4.8",
+]
+# The benchmark's PyTorch rows (ImageFolder + DataLoader, the torch adapter). PyPI's
+# Linux wheels bundle CUDA (several GB); for CPU-only wheels install torch and
+# torchvision from PyTorch's CPU index first. Not part of the test extra: CI skips
+# the tests that need torch.
+TORCH = ["torch>=2.4", "torchvision>=0.19"]
 TEST = [
     "pytest>=8.0",
     "pytest-xdist>=3.5",
@@ -36,6 +49,7 @@ setup(
         "fast_tfds.samples",
         "fast_tfds.cli",
         "fast_tfds.bench",
+        "fast_tfds.loader",
         "fast_tfds.checksums",
         "cats_vs_dogs_fast",
         "stanford_dogs_tfrecord",
@@ -69,9 +83,10 @@ setup(
     ],
     extras_require={
         "demo": DEMO,
-        "bench": BENCH,
-        # The tests cover the samples and the benchmark too.
-        "test": sorted({*DEMO, *BENCH, *TEST}),
+        "loader": LOADER,
+        "bench": sorted({*BENCH, *LOADER, *TORCH}),
+        # The tests cover the samples, the benchmark and the loader too (not torch).
+        "test": sorted({*DEMO, *BENCH, *LOADER, *TEST}),
     },
     entry_points={
         "console_scripts": ["fast-tfds=fast_tfds.cli:main"],

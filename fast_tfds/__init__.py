@@ -5,6 +5,7 @@ Layers, each a subpackage, importing downward only:
     datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
         -> fast_tfds.build (builders: sources, shards, skips, Beam)
         -> fast_tfds.read  (the fast tf.data reader)
+        -> fast_tfds.loader (ArrayRecord + Grain numpy batches, without TensorFlow)
     fast_tfds.cli, fast_tfds.bench, fast_tfds.samples: tooling on top of them.
 
 The public API is re-exported here and loaded on first use, so that importing
@@ -20,6 +21,7 @@ _EXPORTS = {
     "as_fast_dataset": "fast_tfds.read.reader",
     "read_split": "fast_tfds.read.reader",
     "load_builder": "fast_tfds.read.reader",
+    "as_fast_loader": "fast_tfds.loader",
     "ReadOptions": "fast_tfds.read.options",
     "FastImageBuilder": "fast_tfds.build.builder",
     "ImageConfig": "fast_tfds.build.builder",

@@ -3,11 +3,13 @@
 import stanford_dogs_tfrecord
 ds = stanford_dogs_tfrecord.as_fast_dataset("train", batch_size=64)
 ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
+loader = stanford_dogs_tfrecord.as_fast_loader("train", crop_to_box=True, seed=0)  # JAX, PyTorch
 """
 
-from fast_tfds.read import reader as _reader
-from stanford_dogs_tfrecord import boxes as _boxes
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
+
+# The readers are imported when used (TensorFlow for as_fast_dataset, Grain for
+# as_fast_loader), so `import stanford_dogs_tfrecord` loads neither.
 
 NAME = Builder.name
 
@@ -44,15 +46,54 @@ def as_fast_dataset(
         crop and the boxes are computed before the cache, so a cached pipeline
         caches them too.
     """
-    ds = _reader.as_fast_dataset(
+    from fast_tfds.read import reader
+    from stanford_dogs_tfrecord import boxes
+
+    ds = reader.as_fast_dataset(
         NAME,
         split,
-        **_boxes.reader_options(
+        **boxes.reader_options(
             with_boxes=with_boxes, crop_to_box=crop_to_box, as_supervised=as_supervised
         ),
         **options,
     )
-    return _boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
+    return boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
 
 
-__all__ = ["NAME", "Builder", "as_fast_dataset"]
+def as_fast_loader(
+    split: str = "train",
+    *,
+    with_boxes: bool = False,
+    crop_to_box: bool = False,
+    max_boxes: int = 16,
+    **options,
+):
+    """`split` of stanford_dogs_tfrecord as numpy batches, without TensorFlow; see
+    `fast_tfds.loader.as_fast_loader` for the other options. Needs the [loader] extra.
+
+    Args:
+      split: a split or a slice of one ('train', 'test[:50%]').
+      with_boxes: yield (images, {"label": [B] int64, "bbox": [B, max_boxes, 4]
+        float32, "num_boxes": [B] int32}) instead of (images, labels): each
+        image's boxes (ymin, xmin, ymax, xmax, in [0, 1]) first, zero rows after,
+        so that batches have one shape (what jax.jit wants).
+      crop_to_box: the image cropped to its first box (the annotated dog), in
+        the same pixel window as `as_fast_dataset(crop_to_box=True)`, then resized
+        to `image_size` (aspect ratio not kept). Images without a box stay whole.
+        Returned boxes stay relative to the whole image.
+      max_boxes: rows of the padded boxes; an image with more raises an error
+        that says so.
+    """
+    from fast_tfds import loader  # Grain and friends: imported only when used.
+
+    return loader.as_fast_loader(
+        NAME,
+        split,
+        with_boxes=with_boxes,
+        crop_to_box=crop_to_box,
+        max_boxes=max_boxes,
+        **options,
+    )
+
+
+__all__ = ["NAME", "Builder", "as_fast_dataset", "as_fast_loader"]

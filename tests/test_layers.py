@@ -1,7 +1,11 @@
 """The layers import downward only, and no project module takes part in an import cycle.
 
     datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord) ─> fast_tfds.build ─> fast_tfds.read
+                                                         ─> fast_tfds.loader
     tooling (fast_tfds.cli, fast_tfds.bench, fast_tfds.samples) ─> any of the above
+
+`loader` (the Grain reader for JAX and PyTorch, its own extra) is a leaf beside
+`read`: it imports no other layer, and the datasets import it only at call time.
 
 `read` is the bottom: it reads any built TFDS image dataset, a shared folder
 without our builders included, so it never imports `build`. `build` uses
@@ -40,13 +44,16 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 # its own modules (never the other dataset's).
 MAY_IMPORT = {
     "read": {"read"},
+    "loader": {"loader"},
     "build": {"build", "read"},
-    "datasets": {"build", "read"},
-    "api": {"build", "read"},  # fast_tfds/__init__: the public API re-exported
+    "datasets": {"build", "read", "loader"},
+    "api": {"build", "read", "loader"},  # fast_tfds/__init__: the public API re-exported
     "samples": {"samples"},  # a leaf of the tooling: the demo and the bench both use it
-    "bench": {"bench", "build", "read", "samples", "cli"},  # cli.quiet
+    "bench": {"bench", "build", "read", "loader", "samples", "cli"},  # cli.quiet
     "cli": {"cli", "bench", "build", "read", "samples", "datasets"},
 }
+# `loader` is not here: it needs its extra ([loader]), and without it fails at
+# import with a message that names the extra (tests/loader checks that).
 LIBRARY = ("api", "read", "build", "datasets")
 TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.bench", "fast_tfds.samples")
 

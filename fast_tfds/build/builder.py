@@ -82,6 +82,10 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     checked.
     """
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        restore_alternative_file_formats(self.info)
+
     @tfds.core.utils.classproperty
     @classmethod
     def _checksums_path(cls) -> epath.Path:
@@ -199,6 +203,22 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         from fast_tfds.read import reader  # build/ and read/ are siblings: no import at load.
 
         return reader.read_split(self, split, **options)
+
+
+def restore_alternative_file_formats(info: tfds.core.DatasetInfo) -> None:
+    """Makes the files `tfds convert_format` added next to a build visible to this builder.
+
+    TFDS 4.9.10 restores `alternative_file_formats` from dataset_info.json into
+    the info proto but not into the list that `available_file_formats()` and
+    `as_data_source()` read, so a registered builder (ours, once imported) would
+    not see the ArrayRecord files next to its TFRecords; a read-only builder
+    (`tfds.builder_from_directory`) does.
+    """
+    formats = info.alternative_file_formats  # TFDS's own list, updated in place
+    for value in info.as_proto.alternative_file_formats:
+        file_format = tfds.core.file_adapters.FileFormat.from_value(value)
+        if file_format not in formats:
+            formats.append(file_format)
 
 
 def _add_worker_skips(report: SkipReport, path: epath.Path) -> None:

@@ -2,8 +2,10 @@
 
 For every version folder under each PATH (a data dir, a dataset folder or a
 version folder itself, e.g. ~/tensorflow_datasets/cats_vs_dogs_fast/224/1.0.0):
-every shard that dataset_info.json lists must be there, every record must pass
-its TFRecord length and CRC checks, and each shard must hold the number of
+every shard that dataset_info.json lists must be there, in every file format it
+lists (TFRecord, and ArrayRecord after `--file_format array_record` or `tfds
+convert_format`), every record must pass its TFRecord length and CRC checks
+(ArrayRecord: its chunk hashes), and each shard must hold the number of
 examples recorded for it. Prints one line per problem and exits 1 if there is
 any (2 if there is nothing to verify); the reader stops on such a shard too,
 but only when it gets there.
@@ -68,14 +70,21 @@ def verify_version_folder(folder: str, report: Report) -> None:
     except Exception as err:  # Any unreadable metadata is a problem to report.
         report.problems.append(f"{os.path.join(folder, INFO_FILE)}: unreadable ({_one_line(err)})")
         return
+    formats = sorted(f.file_suffix for f in info.available_file_formats())
     for split_name, split in sorted(info.splits.items()):
-        for path, expected in zip(split.filepaths, split.shard_lengths, strict=True):
-            problem = check_shard(os.fspath(path), expected)
-            if problem:
-                report.problems.append(f"{os.fspath(path)}: {problem} [{split_name}]")
+        for suffix in formats:
+            template = split.filename_template.replace(filetype_suffix=suffix)
+            paths = sorted(template.sharded_filepaths(split.num_shards))
+            for path, expected in zip(paths, split.shard_lengths, strict=True):
+                check = check_array_record_shard if suffix == "array_record" else check_shard
+                problem = check(os.fspath(path), expected)
+                if problem:
+                    report.problems.append(f"{os.fspath(path)}: {problem} [{split_name}]")
     if len(report.problems) > problems_before:
         config = f" --config {info.config_name}" if info.config_name else ""
-        report.rebuild[folder] = f"tfds build {info.name}{config} --overwrite"
+        stored = info.file_format.file_suffix if info.file_format else "tfrecord"
+        file_format = "" if stored == "tfrecord" else f" --file_format {stored}"
+        report.rebuild[folder] = f"tfds build {info.name}{config}{file_format} --overwrite"
 
 
 def check_shard(path: str, expected: int) -> str | None:
@@ -93,6 +102,26 @@ def check_shard(path: str, expected: int) -> str | None:
         return f"{_tf_reason(err)}, after {count} good records of {expected}"
     except tf.errors.OpError as err:
         return f"unreadable ({_tf_reason(err)})"
+    if count != expected:
+        return f"holds {count} records, dataset_info.json says {expected}"
+    return None
+
+
+def check_array_record_shard(path: str, expected: int) -> str | None:
+    """None if the ArrayRecord shard holds exactly `expected` intact records, else what is wrong."""
+    from array_record.python import array_record_module
+
+    if not os.path.exists(path):
+        return f"missing (dataset_info.json lists {expected} examples in it)"
+    try:
+        reader = array_record_module.ArrayRecordReader(path)
+        count = reader.num_records()
+        # Reading every record checks each chunk's hash; in slices, to bound memory.
+        for start in range(0, count, 256):
+            reader.read(list(range(start, min(start + 256, count))))
+        reader.close()
+    except (RuntimeError, ValueError, OSError) as err:  # The library's errors for bad files.
+        return f"unreadable or corrupt ArrayRecord ({_one_line(err)})"
     if count != expected:
         return f"holds {count} records, dataset_info.json says {expected}"
     return None

@@ -13,6 +13,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.FileInstruction]:
+    _check_tfrecord(builder)
     try:
         split_info = builder.info.splits[split]
     except (KeyError, ValueError, AssertionError) as err:
@@ -25,6 +26,21 @@ def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.F
     if not instructions:
         raise ValueError(f"split={split!r}: selects no examples of {builder.info.full_name}")
     return instructions
+
+
+def _check_tfrecord(builder) -> None:
+    """A dataset built as ArrayRecord (`--file_format array_record`) has no TFRecords to read."""
+    file_format = builder.info.file_format
+    tfrecord = tfds.core.file_adapters.FileFormat.TFRECORD
+    if file_format is None or file_format == tfrecord:
+        return
+    raise ValueError(
+        f"{builder.info.full_name} in {builder.data_dir} is stored as {file_format.value}, "
+        "and as_fast_dataset reads TFRecord files: read it with as_fast_loader() (no "
+        "TensorFlow), or build it as TFRecord (tfds build without --file_format); "
+        "`tfds convert_format --out_file_format array_record` then adds ArrayRecord files "
+        "next to the TFRecords, so that one folder serves both readers"
+    )
 
 
 def shard_for_pipeline(instructions, input_context: tf.distribute.InputContext):

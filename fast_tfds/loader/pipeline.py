@@ -1,0 +1,283 @@
+"""The loader: a Grain pipeline over a split's ArrayRecord files, yielding numpy batches.
+
+One epoch of this process's shard is a Grain `MapDataset`, a pure function of the
+batch index:
+
+    records[shard_index::shard_count] -> shuffle(seed) -> decode -> batch
+
+Grain's shuffle permutes the whole shard (no buffer) with a new seed every
+epoch, and its batching keeps epochs apart, so batch `p` of the repeated
+dataset belongs to epoch `p // len(loader)` and depends only on the seed, the
+shard and `p`. An iterator's state is therefore just its position: resuming
+slices the dataset there and gives exactly the rest of the epoch, whatever the
+number of threads or workers.
+
+The loader keeps one stream of batches running across epochs (decode threads,
+or worker processes with their prefetch), so a new epoch neither restarts
+workers nor waits for a first batch: the next `iter()` continues the stream
+when it starts where the last epoch ended.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import random
+import sys
+import weakref
+from typing import Any
+
+import grain
+import numpy as np
+
+from fast_tfds.loader.examples import DecodeExample
+from fast_tfds.loader.source import SplitSource
+
+STATE_VERSION = 1
+
+# Loaders with a running stream, closed at exit while the modules that Grain's
+# shared-memory cleanup needs still exist.
+_RUNNING: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_running_loaders() -> None:
+    for loader in list(_RUNNING):
+        loader.close()
+
+
+class FastLoader:
+    """Batches of one shard of a split, one epoch per `iter()` (`num_epochs` to change).
+
+    Each `iter(loader)` continues with the next epoch, in a new order, as a
+    shuffling `torch.utils.data.DataLoader` does; with a seed the sequence of
+    orders is the same on every run. Iterators are checkpointable
+    (`FastLoaderIterator.get_state`). `close()` stops the decode threads and
+    workers (garbage collection does it too).
+    """
+
+    def __init__(
+        self,
+        source: SplitSource,
+        decode: DecodeExample,
+        *,
+        batch_size: int,
+        shuffle: bool,
+        seed: int | None,
+        num_epochs: int | None,
+        drop_remainder: bool,
+        shard_index: int,
+        shard_count: int,
+        num_threads: int | None,
+        num_workers: int,
+        worker_buffer_size: int,
+    ):
+        self._stream = None  # The running batch iterator, and the position it is at.
+        self._stream_position = -1
+        if num_threads is None:
+            num_threads = len(os.sched_getaffinity(0))
+        _check_int("batch_size", batch_size, 1)
+        _check_int("shard_count", shard_count, 1)
+        _check_int("num_threads", num_threads, 1)
+        _check_int("num_workers", num_workers, 0)
+        _check_int("worker_buffer_size", worker_buffer_size, 1)
+        if num_epochs is not None:
+            _check_int("num_epochs", num_epochs, 1)
+        if not isinstance(shard_index, int) or not 0 <= shard_index < shard_count:
+            raise ValueError(f"shard_index must be in [0, {shard_count}), got {shard_index!r}")
+        if len(source) < shard_count:
+            raise ValueError(
+                f"{source.dataset} {source.split} has {len(source)} examples, fewer than "
+                f"shard_count={shard_count}"
+            )
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**32)
+        elif not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
+        self.source = source
+        self.decode = decode
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_epochs = num_epochs
+        self.drop_remainder = drop_remainder
+        self.shard_index = shard_index
+        self.shard_count = shard_count
+        self.num_threads = num_threads
+        self.num_workers = num_workers
+        self.worker_buffer_size = worker_buffer_size
+        self.next_epoch = 0  # The epoch the next iter() starts with.
+        self._epoch = self._one_epoch()
+        if len(self._epoch) == 0:
+            raise ValueError(
+                f"batch_size={batch_size} with drop_remainder leaves no batch of the "
+                f"{self.num_examples} examples of this shard"
+            )
+
+    def _one_epoch(self) -> grain.MapDataset:
+        ds = grain.MapDataset.source(self.source.records)
+        ds = ds[self.shard_index :: self.shard_count]
+        if self.shuffle:
+            ds = ds.shuffle(seed=self.seed)
+        ds = ds.map(self.decode)
+        return ds.batch(self.batch_size, drop_remainder=self.drop_remainder)
+
+    @property
+    def num_examples(self) -> int:
+        """Examples per epoch in this shard (before drop_remainder)."""
+        return len(range(self.shard_index, len(self.source), self.shard_count))
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return len(self._epoch)
+
+    def __iter__(self) -> FastLoaderIterator:
+        start = self.next_epoch * len(self)
+        if self.num_epochs is None:
+            stop = None
+            self.next_epoch = sys.maxsize // len(self)
+        else:
+            self.next_epoch += self.num_epochs
+            stop = self.next_epoch * len(self)
+        return FastLoaderIterator(self, start, stop)
+
+    def as_torch(self):
+        """This loader as a torch `IterableDataset` (needs torch; see `TorchBatches`)."""
+        from fast_tfds.loader.torch_adapter import TorchBatches
+
+        return TorchBatches(self)
+
+    def batch_at(self, position: int):
+        """Batch number `position` of the endless sequence of epochs."""
+        if self._stream is None or self._stream_position != position:
+            self.close()
+            self._stream = iter(self._batches_from(position))
+            _RUNNING.add(self)
+        batch = next(self._stream)
+        self._stream_position = position + 1
+        if self.num_workers:
+            # Workers hand batches over in shared memory, which Grain frees when the
+            # array is deleted; a batch still referenced at interpreter exit would
+            # then fail and leak. A copy (~5% of the time) makes it a plain array.
+            batch = _copied(batch)
+        return batch
+
+    def _batches_from(self, start: int) -> grain.IterDataset:
+        ds = self._epoch.repeat()[start:]
+        # Each thread makes whole batches. simplejpeg and OpenCV release the GIL, so
+        # threads alone keep the cores busy; worker processes go past what the GIL
+        # allows (parsing, batching) on machines with many cores.
+        ds = ds.to_iter_dataset(
+            grain.ReadOptions(
+                num_threads=self.num_threads, prefetch_buffer_size=2 * self.num_threads
+            )
+        )
+        if self.num_workers:
+            ds = ds.mp_prefetch(
+                grain.MultiprocessingOptions(
+                    num_workers=self.num_workers,
+                    per_worker_buffer_size=self.worker_buffer_size,
+                )
+            )
+        return ds
+
+    def close(self) -> None:
+        """Stops the decode threads and worker processes; the next batch restarts them."""
+        stream, self._stream, self._stream_position = self._stream, None, -1
+        if stream is not None and hasattr(stream, "close"):
+            stream.close()
+
+    def __del__(self):
+        self.close()
+
+    def state_key(self) -> dict[str, Any]:
+        """What a saved position is valid for."""
+        return {
+            "dataset": self.source.dataset,
+            "split": self.source.split,
+            "num_examples": len(self.source),
+            "shard": [self.shard_index, self.shard_count],
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "drop_remainder": self.drop_remainder,
+        }
+
+
+class FastLoaderIterator(grain.DatasetIterator):
+    """Yields the loader's batches; `get_state()` / `set_state()` resume exactly.
+
+    The state is a small JSON-able dict: the position (epoch, batch in epoch)
+    and what it is valid for (dataset, split, shard, seed, batch size). Grain's
+    and Orbax's checkpointing call these two methods.
+    """
+
+    def __init__(self, loader: FastLoader, start: int, stop: int | None):
+        super().__init__()
+        self._loader = loader
+        self._position = start
+        self._stop = stop
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next batch."""
+        return self._position // len(self._loader)
+
+    def __next__(self):
+        if self._stop is not None and self._position >= self._stop:
+            raise StopIteration
+        batch = self._loader.batch_at(self._position)
+        self._position += 1
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        per_epoch = len(self._loader)
+        return {
+            "version": STATE_VERSION,
+            "epoch": self._position // per_epoch,
+            "batch_in_epoch": self._position % per_epoch,
+            "stop_epoch": None if self._stop is None else self._stop // per_epoch,
+            **self._loader.state_key(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        expected = self._loader.state_key()
+        different = {k: (state.get(k), v) for k, v in expected.items() if state.get(k) != v}
+        if state.get("version") != STATE_VERSION or different:
+            raise ValueError(
+                "this state was saved by a different loader (saved vs this one): "
+                + ", ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in different.items())
+            )
+        per_epoch = len(self._loader)
+        self._position = state["epoch"] * per_epoch + state["batch_in_epoch"]
+        stop_epoch = state["stop_epoch"]
+        self._stop = None if stop_epoch is None else stop_epoch * per_epoch
+        # The loader's next iter() comes after this iterator's epochs.
+        self._loader.next_epoch = sys.maxsize // per_epoch if stop_epoch is None else stop_epoch
+
+    def start_prefetch(self) -> None:
+        """Starts decoding now rather than at the first batch (Grain's checkpointing calls it)."""
+
+    def close(self) -> None:
+        """Stops the loader's decode threads and workers (the next batch restarts them)."""
+        self._loader.close()
+
+    def __del__(self):
+        # Grain's iterators close themselves when collected. This one must not: a
+        # finished epoch's iterator is dropped while the loader's stream goes on
+        # into the next epoch. The loader stops the stream when it is closed or
+        # collected itself.
+        pass
+
+
+def _copied(tree):
+    if isinstance(tree, dict):
+        return {key: _copied(value) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_copied(value) for value in tree)
+    return np.array(tree)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

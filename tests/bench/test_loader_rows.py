@@ -1,0 +1,55 @@
+"""The loader rows of the benchmark (`python -m fast_tfds.bench.loaders`) on the tiny
+sample: every row runs and counts every image; no timing assertions."""
+
+import json
+import shutil
+
+import pytest
+import tensorflow_datasets as tfds
+
+from fast_tfds.bench import loaders
+
+
+@pytest.fixture(scope="module")
+def loaders_run(cats_builder, tmp_path_factory):
+    """(result, version folder, workdir) of one round of the loader rows."""
+    workdir = tmp_path_factory.mktemp("loaders")
+    data_dir = workdir / "data"
+    folder = data_dir / "cats_vs_dogs_fast" / "224" / "1.0.0"
+    shutil.copytree(cats_builder.data_dir, folder)  # the rows add ArrayRecord files to it
+    out = workdir / "loaders.json"
+    loaders.main(
+        ["--data-dir", str(data_dir), "--rounds", "1", "--workdir", str(workdir)]
+        + ["--json", str(out)]
+    )
+    return json.loads(out.read_text()), folder, workdir
+
+
+def test_the_loader_rows_count_every_image(loaders_run, cats_builder):
+    result, folder, workdir = loaders_run
+    expected = cats_builder.info.splits["train"].num_examples
+    names = {p.name for p in [*loaders.comparison_pipelines(), *loaders.loader_pipelines()]}
+    assert set(result["pipelines"]) == names
+    for name, row in result["pipelines"].items():
+        for epoch in row["rounds"][0]["epochs"]:
+            assert epoch["images"] == expected, name
+    assert result["images"] == expected
+    assert sorted(folder.glob("*.array_record-*"))  # added by `tfds convert_format`
+    extracted = list(workdir.glob("imagefolder-*/*/*.jpg"))
+    assert len(extracted) == expected
+    assert {"loader_vs_tf_data_epoch1", "loader_vs_tf_data_epoch2"} <= set(result["ratios"])
+    if loaders.torch_available():
+        assert result["imagefolder"] and "loader_vs_imagefolder_epoch1" in result["ratios"]
+
+
+def test_image_folder_like_does_what_image_folder_does(loaders_run):
+    _, folder, workdir = loaders_run
+    builder = loaders.add_array_record_files(tfds.builder_from_directory(str(folder)))
+    root = loaders.extract_image_folder(builder, "train", workdir)  # already there
+    dataset = loaders.ImageFolderLike(root)
+    names = builder.info.features["label"].names
+    assert len(dataset) == builder.info.splits["train"].num_examples
+    assert sorted({label for _, label in dataset.samples}) == list(range(len(names)))
+    if loaders.torch_available():
+        image, label = dataset[0]
+        assert tuple(image.shape) == (3, 224, 224) and str(image.dtype) == "torch.uint8"

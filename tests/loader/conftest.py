@@ -1,0 +1,47 @@
+"""Tiny ArrayRecord builds of both datasets (and a TFRecord one to compare with)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import tensorflow_datasets as tfds
+
+import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
+
+STANFORD_DUMMY_DATA = Path(stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data")
+
+
+def build(name: str, config: str, data_dir, manual_dir, file_format: str | None) -> None:
+    tfds.builder(name, config=config, data_dir=data_dir).download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir)),
+        file_format=file_format,
+    )
+
+
+@pytest.fixture(scope="session")
+def cats_array_record_dir(tmp_path_factory, cats_sample):
+    """cats_vs_dogs_fast built as ArrayRecord, both configs, from the shared sample."""
+    manual_dir, _ = cats_sample
+    data_dir = tmp_path_factory.mktemp("cats_array_record")
+    for config in ("224", "original"):
+        build("cats_vs_dogs_fast", config, data_dir, manual_dir, "array_record")
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def stanford_array_record_dir(tmp_path_factory):
+    """stanford_dogs_tfrecord built as ArrayRecord, both configs, from its dummy data."""
+    data_dir = tmp_path_factory.mktemp("stanford_array_record")
+    for config in ("224", "original"):
+        build("stanford_dogs_tfrecord", config, data_dir, STANFORD_DUMMY_DATA, "array_record")
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def stanford_tfrecord_dir(tmp_path_factory):
+    """The same dummy data built as TFRecord (the default), config 224."""
+    data_dir = tmp_path_factory.mktemp("stanford_tfrecord")
+    build("stanford_dogs_tfrecord", "224", data_dir, STANFORD_DUMMY_DATA, None)
+    return data_dir

@@ -1,0 +1,323 @@
+"""The Grain loader: exactly once per epoch, a new order each epoch, the same orders
+with a seed, disjoint and complete shards, exact resumption, and Stanford Dogs' boxes."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+import cats_vs_dogs_fast
+import stanford_dogs_tfrecord
+from fast_tfds import loader as fast_loader
+from fast_tfds.loader import examples as examples_lib
+from tests.loader.conftest import STANFORD_DUMMY_DATA
+
+BATCH = 5
+
+
+def cats_loader(data_dir, **options):
+    options = {"batch_size": BATCH, "seed": 3, "num_threads": 2, **options}
+    return cats_vs_dogs_fast.as_fast_loader(
+        "train", data_dir=data_dir, download_and_prepare=False, **options
+    )
+
+
+def keys(batches) -> list[tuple[str, int]]:
+    """(hash of the pixels, label) of every example, in order."""
+    out = []
+    for images, labels in batches:
+        assert images.dtype == np.uint8 and labels.dtype == np.int64
+        out += [
+            (hashlib.sha1(image.tobytes()).hexdigest(), int(label))
+            for image, label in zip(images, labels, strict=True)
+        ]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cats_reference(cats_array_record_dir) -> collections.Counter:
+    """Every example of the split, decoded by TFDS's own data source."""
+    source = tfds.data_source(
+        "cats_vs_dogs_fast/224", split="train", data_dir=cats_array_record_dir
+    )
+    return collections.Counter(
+        (hashlib.sha1(ex["image"].tobytes()).hexdigest(), int(ex["label"])) for ex in source
+    )
+
+
+def test_every_example_once_per_epoch_in_a_new_order(cats_array_record_dir, cats_reference):
+    loader = cats_loader(cats_array_record_dir)
+    n = sum(cats_reference.values())
+    assert loader.num_examples == n and len(loader) == -(-n // BATCH)
+    epochs = [list(loader), list(loader)]  # each iter() is the next epoch
+    for batches in epochs:
+        assert [len(labels) for _, labels in batches[:-1]] == [BATCH] * (len(batches) - 1)
+        assert batches[0][0].shape == (BATCH, 224, 224, 3)
+        assert collections.Counter(keys(batches)) == cats_reference
+    assert keys(epochs[0]) != keys(epochs[1])
+
+
+def test_a_seed_repeats_the_orders_and_another_changes_them(cats_array_record_dir):
+    def two_epochs(seed):
+        return keys(iter(cats_loader(cats_array_record_dir, seed=seed, num_epochs=2)))
+
+    first = two_epochs(11)
+    assert two_epochs(11) == first
+    assert two_epochs(12) != first
+    unshuffled = keys(cats_loader(cats_array_record_dir, shuffle=False))
+    assert keys(cats_loader(cats_array_record_dir, shuffle=False, seed=5)) == unshuffled
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_shards_are_disjoint_and_complete(cats_array_record_dir, cats_reference, count):
+    shards = [
+        cats_loader(cats_array_record_dir, shard_index=i, shard_count=count) for i in range(count)
+    ]
+    per_shard = [collections.Counter(keys(shard)) for shard in shards]
+    assert sum(per_shard, collections.Counter()) == cats_reference
+    sizes = [shard.num_examples for shard in shards]
+    assert sum(sizes) == sum(cats_reference.values()) and max(sizes) - min(sizes) <= 1
+    for i, counts in enumerate(per_shard):  # the shard of each example is fixed
+        assert collections.Counter(keys(shards[i])) == counts
+
+
+@pytest.mark.parametrize("resume_workers", [0, 2])
+def test_resuming_from_a_saved_state_gives_exactly_the_rest(
+    cats_array_record_dir, cats_reference, resume_workers
+):
+    loader = cats_loader(cats_array_record_dir, num_epochs=2)
+    iterator = iter(loader)
+    seen = [next(iterator) for _ in range(3)]
+    state = json.loads(json.dumps(iterator.get_state()))  # as a checkpoint stores it
+    assert (state["epoch"], state["batch_in_epoch"]) == (0, 3)
+    rest = list(iterator)
+    # A new process would make a new loader with the same arguments, then restore.
+    restored = iter(cats_loader(cats_array_record_dir, num_epochs=2, num_workers=resume_workers))
+    restored.set_state(state)
+    resumed = list(restored)
+    assert len(resumed) == len(rest) == 2 * len(loader) - 3
+    for (images, labels), (images2, labels2) in zip(rest, resumed, strict=True):
+        np.testing.assert_array_equal(images, images2)
+        np.testing.assert_array_equal(labels, labels2)
+    first_epoch = keys(seen) + keys(resumed[: len(loader) - 3])
+    assert collections.Counter(first_epoch) == cats_reference
+
+
+def test_a_state_from_another_loader_is_refused(cats_array_record_dir):
+    iterator = iter(cats_loader(cats_array_record_dir, seed=1))
+    next(iterator)
+    state = iterator.get_state()
+    other = iter(cats_loader(cats_array_record_dir, seed=2))
+    with pytest.raises(ValueError, match="different loader.*seed: 1 vs 2"):
+        other.set_state(state)
+
+
+def test_endless_iteration_runs_through_the_epochs(cats_array_record_dir, cats_reference):
+    loader = cats_loader(cats_array_record_dir, num_epochs=None, drop_remainder=True)
+    n = sum(cats_reference.values())
+    assert len(loader) == n // BATCH
+    iterator = iter(loader)
+    batches = [next(iterator) for _ in range(2 * len(loader) + 1)]
+    assert iterator.epoch == 2 and iterator.get_state()["batch_in_epoch"] == 1
+    assert all(len(labels) == BATCH for _, labels in batches)
+    epoch0, epoch1 = keys(batches[: len(loader)]), keys(batches[len(loader) : 2 * len(loader)])
+    # drop_remainder leaves out n % BATCH examples, never repeats one within an epoch.
+    assert not collections.Counter(epoch0) - cats_reference
+    assert epoch0 != epoch1
+
+
+def test_original_config_is_resized(cats_array_record_dir):
+    loader = cats_loader(cats_array_record_dir, config="original", image_size=(64, 48))
+    images, labels = next(iter(loader))
+    assert images.shape == (BATCH, 64, 48, 3) and images.dtype == np.uint8
+    with pytest.raises(ValueError, match="keeps each image's own size"):
+        cats_loader(cats_array_record_dir, config="original", image_size=None)
+
+
+def stanford_tf_reader(data_dir, **options):
+    ds = stanford_dogs_tfrecord.as_fast_dataset(
+        "train",
+        data_dir=data_dir,
+        download_and_prepare=False,
+        shuffle=False,
+        cache=False,
+        dtype=tf.uint8,
+        batch_size=4,
+        with_boxes=True,
+        **options,
+    )
+    return [
+        (images.numpy(), labels["label"].numpy(), labels["bbox"].to_list()) for images, labels in ds
+    ]
+
+
+def stanford_loader(data_dir, **options):
+    loader = stanford_dogs_tfrecord.as_fast_loader(
+        "train",
+        data_dir=data_dir,
+        download_and_prepare=False,
+        shuffle=False,
+        batch_size=4,
+        with_boxes=True,
+        max_boxes=3,
+        **options,
+    )
+    return list(loader)
+
+
+def examples(batches) -> list[tuple]:
+    """(label, boxes, image) of every example, sorted by label and boxes: the tf.data
+    reader interleaves its shard files even unshuffled, so the orders differ."""
+    out = []
+    for images, labels, boxes in batches:
+        out += [
+            (int(label), tuple(map(tuple, np.asarray(b, np.float32).tolist())), image)
+            for image, label, b in zip(images, labels, boxes, strict=True)
+        ]
+    return sorted(out, key=lambda example: example[:2])
+
+
+def unpadded(target: dict) -> list[np.ndarray]:
+    return [b[:n] for b, n in zip(target["bbox"], target["num_boxes"], strict=True)]
+
+
+@pytest.mark.parametrize("crop_to_box", [False, True])
+def test_stanford_boxes_and_crops_match_the_tf_data_reader(
+    stanford_array_record_dir, stanford_tfrecord_dir, crop_to_box
+):
+    expected = examples(stanford_tf_reader(stanford_tfrecord_dir, crop_to_box=crop_to_box))
+    batches = stanford_loader(stanford_array_record_dir, crop_to_box=crop_to_box)
+    for _, target in batches:
+        assert target["bbox"].shape == (len(target["label"]), 3, 4)
+        for boxes, count in zip(target["bbox"], target["num_boxes"], strict=True):
+            assert count >= 1 and not boxes[count:].any()  # zero rows after the boxes
+    got = examples((images, target["label"], unpadded(target)) for images, target in batches)
+    assert [e[:2] for e in got] == [e[:2] for e in expected]  # labels and boxes
+    assert len({e[:2] for e in got}) == len(got)  # each example matched to one
+    for (_, _, image), (_, _, tf_image) in zip(got, expected, strict=True):
+        # tf.io.decode_jpeg's default fast integer DCT and libjpeg-turbo's default
+        # accurate one (simplejpeg, Pillow, OpenCV) differ by about 1 in 255 on
+        # average; a different crop window or resize would differ far more.
+        assert image.shape == tf_image.shape
+        difference = np.abs(image.astype(int) - tf_image.astype(int))
+        assert difference.max() <= 6 and difference.mean() < 1.5
+
+
+def test_uncropped_pixels_equal_tfds_own_decoding(stanford_array_record_dir):
+    source = tfds.data_source(
+        "stanford_dogs_tfrecord/224", split="train", data_dir=stanford_array_record_dir
+    )
+    expected = sorted((int(ex["label"]), ex["image"].tobytes()) for ex in source)
+    got = []
+    for images, target in stanford_loader(stanford_array_record_dir):
+        got += [
+            (int(label), image.tobytes())
+            for image, label in zip(images, target["label"], strict=True)
+        ]
+    assert sorted(got) == expected
+
+
+def test_crop_window_is_the_tf_data_readers(stanford_array_record_dir):
+    from stanford_dogs_tfrecord import boxes as tf_boxes
+
+    rng = np.random.default_rng(0)
+    corners = rng.uniform(-0.2, 1.2, size=(300, 2, 2))
+    cases = [np.sort(c, axis=0).T.reshape(1, 4)[:, [0, 2, 1, 3]] for c in corners]
+    cases += [
+        np.zeros((0, 4)),
+        np.array([[0.5, 0.5, 0.5, 0.5]]),
+        np.array([[0.1, 0.2, 0.3, 0.4]] * 2),
+    ]
+    for bbox in cases:
+        for height, width in ((224, 224), (375, 500), (1, 7)):
+            bbox = bbox.astype(np.float32)
+            expected = tf_boxes.crop_window(tf.constant(bbox), tf.constant([height, width, 3]))
+            got = examples_lib.crop_window(bbox, height, width)
+            assert got == tuple(int(v) for v in expected.numpy()), (bbox, height, width)
+
+
+def test_too_many_boxes_for_max_boxes_says_what_to_pass(stanford_array_record_dir):
+    loader = stanford_dogs_tfrecord.as_fast_loader(
+        "train",
+        data_dir=stanford_array_record_dir,
+        download_and_prepare=False,
+        with_boxes=True,
+        max_boxes=0,
+    )
+    with pytest.raises(ValueError, match=r"more than max_boxes=0; pass max_boxes=1"):
+        next(iter(loader))
+
+
+def test_a_missing_dataset_is_built_as_array_record(tmp_path):
+    loader = stanford_dogs_tfrecord.as_fast_loader(
+        "test",
+        data_dir=tmp_path,
+        batch_size=2,
+        seed=0,
+        download_config=tfds.download.DownloadConfig(manual_dir=STANFORD_DUMMY_DATA),
+    )
+    assert loader.num_examples == 4
+    assert sum(len(labels) for _, labels in loader) == 4
+    folder = tmp_path / "stanford_dogs_tfrecord" / "224" / "1.0.0"
+    assert list(folder.glob("*.array_record-*")) and not list(folder.glob("*.tfrecord-*"))
+
+
+def test_bad_requests_get_one_line_errors(cats_data_dir, cats_array_record_dir, tmp_path):
+    with pytest.raises(fast_loader.NoArrayRecordFiles, match="tfds convert_format"):
+        cats_loader(cats_data_dir)  # a TFRecord build
+    with pytest.raises(fast_loader.DatasetNotBuilt, match="--file_format array_record"):
+        cats_loader(tmp_path)
+    with pytest.raises(ValueError, match="unknown split 'validation'"):
+        cats_vs_dogs_fast.as_fast_loader("validation", data_dir=cats_array_record_dir)
+    with pytest.raises(ValueError, match="has no boxes"):
+        cats_loader(cats_array_record_dir, with_boxes=True)
+    bad = [
+        ({"batch_size": 0}, "batch_size must be an int >= 1"),
+        ({"shard_index": 2, "shard_count": 2}, r"shard_index must be in \[0, 2\)"),
+        ({"seed": -1}, "seed must be an int"),
+        ({"image_size": (224,)}, "image_size must be"),
+        ({"num_workers": -1}, "num_workers must be"),
+        ({"num_epochs": 0}, "num_epochs must be"),
+    ]
+    for options, message in bad:
+        with pytest.raises(ValueError, match=message):
+            cats_loader(cats_array_record_dir, **options)
+
+
+def test_one_decode_stream_runs_through_the_epochs(cats_array_record_dir):
+    # The regression this guards: a finished epoch's iterator, when collected,
+    # closed the stream, so every epoch restarted its threads (or its workers).
+    loader = cats_loader(cats_array_record_dir)
+    list(loader)
+    stream = loader._stream
+    assert stream is not None
+    list(loader)
+    assert loader._stream is stream
+    iterator = iter(loader)
+    next(iterator)
+    iterator.close()  # an explicit close stops it; the next batch restarts it
+    assert loader._stream is None
+    assert len(next(iterator)[1]) == BATCH
+
+
+def test_grains_checkpoint_handler_saves_and_restores_the_iterator(cats_array_record_dir, tmp_path):
+    import grain
+    from etils import epath
+
+    iterator = iter(cats_loader(cats_array_record_dir, seed=4))
+    next(iterator)
+    handler = grain.checkpoint.CheckpointHandler()  # what Orbax calls for a data iterator
+    handler.save(epath.Path(tmp_path), iterator)
+    rest = [labels for _, labels in iterator]
+    restored = handler.restore(
+        epath.Path(tmp_path), iter(cats_loader(cats_array_record_dir, seed=4))
+    )
+    resumed = [labels for _, labels in restored]
+    assert len(resumed) == len(rest) > 0
+    assert all(np.array_equal(a, b) for a, b in zip(rest, resumed, strict=True))
