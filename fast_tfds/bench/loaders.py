@@ -362,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         from fast_tfds.bench.data import machine_info
 
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(
             json.dumps(
                 {

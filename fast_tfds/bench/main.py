@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--batch-size", type=int, default=16, help="(default 16)")
     train.add_argument("--image-size", type=int, default=224, help="(default 224; >= 32)")
     train.add_argument("--weights", choices=["imagenet"], help="default: random init (offline)")
+    p.add_argument(
+        "--loaders",
+        action="store_true",
+        help="the non-TensorFlow rows instead: the Grain loader (as_fast_loader) vs "
+        "as_fast_dataset(uint8, cache=False) and ImageFolder + DataLoader (needs .[bench])",
+    )
     args = p.parse_args(argv)
     _check(p, args)
     return args
@@ -115,6 +121,15 @@ def main(argv: list[str] | None = None) -> None:
         from fast_tfds.bench.data import sample_data_dir
 
         data_dir = sample_data_dir(args.dataset, Path(args.workdir), images_per_class)
+    if args.loaders:  # Same sample, same rounds; fast_tfds.bench.loaders prints its table.
+        from fast_tfds.bench import loaders
+
+        json_path = args.json or _default_path(args.workdir, "loaders")
+        loader_argv = ["--data-dir", str(data_dir), "--dataset", args.dataset]
+        loader_argv += ["--split", args.split, "--rounds", str(args.rounds)]
+        loaders.main([*loader_argv, "--workdir", args.workdir, "--json", str(json_path)])
+        print(f"Wrote {json_path}")
+        return
     configs = sorted({p.config for p in selected} | ({"224"} if args.train else set()))
     builders = load_builders(args.dataset, data_dir, configs, args.split)
     result = {
