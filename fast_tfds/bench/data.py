@@ -75,6 +75,26 @@ def build(dataset: str, data_dir: str, manual_dir: str) -> None:
         builder.download_and_prepare(download_config=download_config)
 
 
+def load_builders(dataset: str, data_dir: Path, configs, split: str) -> dict:
+    import tensorflow_datasets as tfds
+
+    builders = {}
+    for config in configs:
+        builder = tfds.builder(dataset, config=config, data_dir=data_dir)
+        if not builder.is_prepared():
+            raise SystemExit(
+                f"bench: {dataset}/{config} is not built in {data_dir}; build it with "
+                f"`tfds build {dataset} --imports {dataset} --data_dir {data_dir} "
+                "--manual_dir DIR` (both configs), or leave out the rows that need it with --only"
+            )
+        if split not in builder.info.splits:
+            raise SystemExit(
+                f"--split={split}: {dataset} has the splits {', '.join(builder.info.splits)}"
+            )
+        builders[config] = builder
+    return builders
+
+
 # -- the machine -----------------------------------------------------------------
 
 

@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     import importlib
 
-    from fast_tfds.bench.main import load_builders
+    from fast_tfds.bench.data import load_builders
 
     importlib.import_module(args.dataset)  # registers the dataset
     builders = load_builders(args.dataset, Path(args.data_dir), ("224",), args.split)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from fast_tfds.bench import report as bench_report
-from fast_tfds.bench.data import DATASETS, DEFAULT_IMAGES_PER_CLASS, DEFAULT_WORKDIR
+from fast_tfds.bench.data import DATASETS, DEFAULT_IMAGES_PER_CLASS, DEFAULT_WORKDIR, load_builders
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -158,26 +158,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Wrote {bench_report.write_chart(result, chart_path)}")
     if not result.get("counts_consistent", True):
         raise SystemExit("bench: a pipeline did not yield every image once per epoch (see above)")
-
-
-def load_builders(dataset: str, data_dir: Path, configs, split: str) -> dict:
-    import tensorflow_datasets as tfds
-
-    builders = {}
-    for config in configs:
-        builder = tfds.builder(dataset, config=config, data_dir=data_dir)
-        if not builder.is_prepared():
-            raise SystemExit(
-                f"bench: {dataset}/{config} is not built in {data_dir}; build it with "
-                f"`tfds build {dataset} --imports {dataset} --data_dir {data_dir} "
-                "--manual_dir DIR` (both configs), or leave out the rows that need it with --only"
-            )
-        if split not in builder.info.splits:
-            raise SystemExit(
-                f"--split={split}: {dataset} has the splits {', '.join(builder.info.splits)}"
-            )
-        builders[config] = builder
-    return builders
 
 
 def _run_stream(args, selected, builders, result) -> None:

@@ -20,14 +20,17 @@ _NEEDED = (
 def _quiet_absl():
     """Grain logs "Failed to load jax profiler" when JAX is not installed, which is
     expected for PyTorch users; its warnings are silenced while it is imported."""
-    from absl import logging
+    import logging
 
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity(logging.ERROR)
+    # The logger's own level, not absl's verbosity: restoring the verbosity would
+    # leave the logger at WARNING instead of unset, hiding absl INFO lines later.
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        logging.set_verbosity(verbosity)
+        logger.setLevel(level)
 
 
 class MissingLoaderExtra(ImportError):

@@ -54,6 +54,7 @@ NAMED = {
     "tensorflow_datasets.core.utils.classproperty",
     "tensorflow_datasets.core.download.resource",
     "tensorflow_datasets.core.download.util",
+    "tensorflow_datasets.core.file_adapters",
 }
 TFDS_HOOKS = ("_info", "_split_generators", "_generate_examples")
 
@@ -244,6 +245,22 @@ def test_download_error_is_what_the_downloader_raises():
     assert "DownloadError(" in inspect.getsource(downloader), changed(
         api, used_by, "the downloader raises something else for a failed download"
     )
+
+
+def test_file_formats_are_the_enum_the_loader_and_reader_check():
+    used_by = (
+        "fast_tfds/loader/source.py (ArrayRecord files), fast_tfds/read/records.py "
+        "(a one-line error for an ArrayRecord-only build), fast_tfds/build/builder.py"
+    )
+    api = "tensorflow_datasets.core.file_adapters.FileFormat"
+    from tensorflow_datasets.core import file_adapters
+
+    formats = getattr(file_adapters, "FileFormat", None)
+    assert formats is not None, changed(api, used_by, "gone")
+    for name, value in (("TFRECORD", "tfrecord"), ("ARRAY_RECORD", "array_record")):
+        member = getattr(formats, name, None)
+        assert member is not None, changed(api, used_by, f"{name} is gone")
+        assert formats.from_value(value) is member, changed(api, used_by, f"from_value({value!r})")
 
 
 def test_manual_dir_without_one_raises_what_source_path_catches(tmp_path):

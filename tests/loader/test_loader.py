@@ -250,7 +250,8 @@ def test_too_many_boxes_for_max_boxes_says_what_to_pass(stanford_array_record_di
         with_boxes=True,
         max_boxes=0,
     )
-    with pytest.raises(ValueError, match=r"more than max_boxes=0; pass max_boxes=1"):
+    # The first image drawn (shuffled) has one box or more.
+    with pytest.raises(ValueError, match=r"more than max_boxes=0; pass max_boxes=[1-9]\d* or more"):
         next(iter(loader))
 
 
