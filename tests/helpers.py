@@ -55,3 +55,29 @@ def assert_exactly_once(names, expected) -> None:
     duplicates = [n for n, c in collections.Counter(names).items() if c > 1]
     assert not duplicates, f"read more than once: {duplicates[:5]}"
     assert sorted(names) == sorted(expected), f"{len(names)} examples, expected {len(expected)}"
+
+
+# The start of a child-process script in which the packages named (comma-separated)
+# in sys.argv[1] cannot be imported, as on a collaborator's machine that has TensorFlow
+# Datasets and nothing of ours. It fails if one of them is importable all the same.
+BLOCK_PACKAGES = """
+import importlib.abc
+import sys
+
+BLOCKED = set(sys.argv[1].split(","))
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocker())
+for name in sorted(BLOCKED):
+    try:
+        __import__(name)
+    except ImportError:
+        pass
+    else:
+        raise SystemExit(f"{name} is importable: the test proves nothing")
+"""
