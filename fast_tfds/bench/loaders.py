@@ -160,11 +160,21 @@ class LoaderInputs:
 
 
 def add_array_record_files(builder):
-    """`tfds convert_format` on the build folder unless it already has ArrayRecord files."""
-    import tensorflow_datasets as tfds
+    """`tfds convert_format` on the build folder unless its info lists ArrayRecord files.
 
-    folder = Path(builder.data_dir)
-    if not any(folder.glob("*.array_record-*")):
+    Decided by the dataset's info, not by files on disk: ArrayRecord files that a
+    conversion wrote without recording them in dataset_info.json (an interrupted
+    run) are removed and converted again, since TFDS's convert_format skips the
+    metadata when every shard already exists.
+    """
+    import tensorflow_datasets as tfds
+    from tensorflow_datasets.core import file_adapters
+
+    folder = Path(builder.data_dir).resolve()
+    formats = tfds.builder_from_directory(os.fspath(folder)).info.available_file_formats()
+    if file_adapters.FileFormat.ARRAY_RECORD not in formats:
+        for unrecorded in folder.glob("*.array_record-*"):
+            unrecorded.unlink()
         print(f"Adding ArrayRecord files next to the TFRecords in {folder} ...", flush=True)
         command = [
             *(sys.executable, "-m", "tensorflow_datasets.scripts.cli.main", "convert_format"),

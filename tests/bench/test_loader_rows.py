@@ -55,3 +55,18 @@ def test_image_folder_like_does_what_image_folder_does(loaders_run):
     if loaders.torch_available():
         image, label = dataset[0]
         assert tuple(image.shape) == (3, 224, 224) and str(image.dtype) == "torch.uint8"
+
+
+def test_array_record_files_the_info_does_not_list_are_converted_again(cats_builder, tmp_path):
+    # An interrupted conversion leaves shards that dataset_info.json does not list;
+    # TFDS's convert_format then skips every shard and never records the format.
+    from tensorflow_datasets.core import file_adapters
+
+    folder = tmp_path / "cats_vs_dogs_fast" / "224" / "1.0.0"
+    shutil.copytree(cats_builder.data_dir, folder)
+    (folder / "cats_vs_dogs_fast-train.array_record-00000-of-00016").write_bytes(b"partial")
+    builder = loaders.add_array_record_files(tfds.builder_from_directory(str(folder)))
+    assert file_adapters.FileFormat.ARRAY_RECORD in builder.info.available_file_formats()
+    assert (folder / "cats_vs_dogs_fast-train.array_record-00000-of-00016").read_bytes() != (
+        b"partial"
+    )
