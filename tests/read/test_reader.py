@@ -1,6 +1,5 @@
 """The shared fast reader on a real build: exactly-once, shapes, order, errors."""
 
-import collections
 import os
 
 import numpy as np
@@ -9,26 +8,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
+from tests.helpers import assert_exactly_once, filenames_of
 
 
 def read(split="train", **options):
     options.setdefault("data_dir", None)
     return cats_vs_dogs_fast.as_fast_dataset(split, **options)
-
-
-def filenames_of(ds) -> list[str]:
-    """Filenames in the order a dict-output dataset (batched or not) yields them."""
-    names = []
-    for example in ds:
-        batch = example["image/filename"].numpy()
-        names.extend(n.decode() for n in np.atleast_1d(batch))
-    return names
-
-
-def assert_exactly_once(names, expected):
-    duplicates = [n for n, c in collections.Counter(names).items() if c > 1]
-    assert not duplicates, f"read more than once: {duplicates[:5]}"
-    assert sorted(names) == sorted(expected)
 
 
 @pytest.mark.parametrize("cache", [False, True, "file"])

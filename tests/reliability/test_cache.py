@@ -7,7 +7,6 @@ runs while this process reads the same dataset with the same cache path.
 
 from __future__ import annotations
 
-import collections
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import cats_vs_dogs_fast
+from tests.helpers import assert_exactly_once, filenames_of
 
 # Reads the train split with a file cache (slowly in the first epoch, which writes
 # it), printing each filename.
@@ -50,16 +50,6 @@ def read(data_dir, cache, split="train", **options):
         download_and_prepare=False,
         **options,
     )
-
-
-def filenames_of(ds) -> list[str]:
-    return [example["image/filename"].numpy().decode() for example in ds]
-
-
-def assert_exactly_once(names, expected):
-    duplicates = [n for n, c in collections.Counter(names).items() if c > 1]
-    assert not duplicates, f"read more than once: {duplicates[:5]}"
-    assert sorted(names) == sorted(expected), f"{len(names)} examples, expected {len(expected)}"
 
 
 def start_child(data_dir, cache, *, epochs: int, delay: float) -> subprocess.Popen:

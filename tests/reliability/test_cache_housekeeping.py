@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import shutil
@@ -14,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import cats_vs_dogs_fast
+from tests.helpers import assert_exactly_once, filenames_of
 
 ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -30,15 +30,6 @@ def read(data_dir, cache, split="train"):
     )
 
 
-def names(examples) -> list[str]:
-    return [example["image/filename"].numpy().decode() for example in examples]
-
-
-def assert_exactly_once(found, expected) -> None:
-    duplicates = [n for n, c in collections.Counter(found).items() if c > 1]
-    assert not duplicates and sorted(found) == sorted(expected), (len(found), len(expected))
-
-
 # -- two iterations of one process --------------------------------------------------
 
 
@@ -49,19 +40,19 @@ def test_two_iterations_at_once_in_one_process_both_read_everything(
     cache.mkdir()
     ds = read(cats_data_dir, cache)
     first = iter(ds)
-    head = names([next(first)])  # The first iteration is writing the cache...
+    head = filenames_of([next(first)])  # The first iteration is writing the cache...
     with caplog.at_level(logging.WARNING):
-        second = names(ds)  # ...when a second one runs through the same dataset,
-        other = names(read(cats_data_dir, cache))  # and a second dataset on the same path.
+        second = filenames_of(ds)  # ...when a second one runs through the same dataset,
+        other = filenames_of(read(cats_data_dir, cache))  # and a second dataset on the same path.
     assert_exactly_once(second, cats_filenames)
     assert_exactly_once(other, cats_filenames)
     assert "another iteration in this process is writing" in caplog.text
     assert not [p for p in cache.iterdir() if p.name.endswith(".index")]
 
-    assert_exactly_once(head + names(first), cats_filenames)  # The first one completes it,
+    assert_exactly_once(head + filenames_of(first), cats_filenames)  # The first one completes it,
     files = sorted(p.name for p in cache.iterdir())
     assert [n for n in files if n.endswith(".index")], files
-    assert_exactly_once(names(ds), cats_filenames)  # and the next epoch reads it.
+    assert_exactly_once(filenames_of(ds), cats_filenames)  # and the next epoch reads it.
     assert sorted(p.name for p in cache.iterdir()) == files
 
 
