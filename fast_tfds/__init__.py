@@ -14,8 +14,7 @@ a submodule (the samples, a non-TensorFlow loader) does not load TensorFlow.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fast_tfds.read._lazy import exports
 
 _EXPORTS = {
     "as_fast_dataset": "fast_tfds.read.reader",
@@ -33,13 +32,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fast_tfds' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = exports(__name__, _EXPORTS)

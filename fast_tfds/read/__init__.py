@@ -12,8 +12,7 @@ line importing `read.service` for its address parsing does not load TensorFlow.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fast_tfds.read._lazy import exports
 
 _EXPORTS = {
     "ReadOptions": "fast_tfds.read.options",
@@ -24,9 +23,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fast_tfds.read' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = exports(__name__, _EXPORTS)
