@@ -14,7 +14,7 @@ import time
 
 import tensorflow as tf
 
-from fast_tfds.read import reader
+from fast_tfds.read import reader, records
 
 IMAGE_SIZE = 64
 BATCH = 32
@@ -43,7 +43,8 @@ def measure(builder, split: str = "train[:10%]", epochs: int = 4) -> list[dict]:
         )
         steps = None
         if repeat:
-            steps = int(reader.read_split(builder, split, batch_size=batch).cardinality())
+            examples = builder.info.splits[split].num_examples
+            steps = records.batches_per_epoch(examples, batch, drop_remainder=False)
         model = tf.keras.Sequential(
             [
                 tf.keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3)),

@@ -34,6 +34,8 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from fast_tfds.read.records import batches_per_epoch
+
 AUTOTUNE = tf.data.AUTOTUNE
 # Examples per write when the reader does not batch (batch_size=None).
 UNBATCHED_WRITE_BLOCK = 64
@@ -210,7 +212,7 @@ def cached_batches(
             )
         if batch_size is None:
             return tf.data.Dataset.from_tensor_slices(order).map(_gather_one(arrays))
-        count = num_examples // batch_size if drop_remainder else -(-num_examples // batch_size)
+        count = batches_per_epoch(num_examples, batch_size, drop_remainder)
         ds = tf.data.Dataset.range(count).map(
             _gather_batch(arrays, order, batch_size),
             num_parallel_calls=AUTOTUNE,

@@ -243,11 +243,7 @@ def _cardinality(num_examples: int, opts: ReadOptions) -> int:
     """Elements (batches, or examples) the dataset yields per iteration."""
     if opts.epochs is None:
         return tf.data.INFINITE_CARDINALITY
-    per_epoch = num_examples
-    if opts.batch_size is not None:
-        per_epoch = num_examples // opts.batch_size
-        if not opts.drop_remainder and num_examples % opts.batch_size:
-            per_epoch += 1
+    per_epoch = records.batches_per_epoch(num_examples, opts.batch_size, opts.drop_remainder)
     return per_epoch * opts.epochs
 
 

@@ -137,3 +137,12 @@ def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tenso
 def num_examples(instructions) -> int:
     """How many examples the file instructions select."""
     return sum(int(fi.take) for fi in instructions)
+
+
+def batches_per_epoch(num_examples: int, batch_size: int | None, drop_remainder: bool) -> int:
+    """Elements one epoch yields: batches (the last one partial unless dropped), or examples."""
+    if batch_size is None:
+        return num_examples
+    if drop_remainder:
+        return num_examples // batch_size
+    return -(-num_examples // batch_size)
