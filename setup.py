@@ -68,6 +68,8 @@ setup(
         "tensorflow==2.21.*",
         "tensorflow-datasets==4.9.10",
         "pillow>=10.0",
+        # The arena cache decodes JPEGs straight into its rows (fast_tfds/read/jpeg_rows.py).
+        "simplejpeg>=1.8,<2",
         # TFDS 4.9.10 imports importlib_resources without declaring it.
         "importlib_resources>=6.0",
         # The `tfds` CLI fails at import without these two.

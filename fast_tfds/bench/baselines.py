@@ -9,12 +9,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Iterable
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.read.decode import resize_uint8
+from fast_tfds.read import memory_cache
+from fast_tfds.read.decode import decode_jpeg_blocks, resize_uint8
 
 AUTOTUNE = tf.data.AUTOTUNE
 SEED_BATCH = 32
@@ -110,6 +112,55 @@ def decode_ceiling(
     if convert is not None:
         ds = ds.map(convert, num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
+
+
+def decode_blocks_ceiling(
+    jpegs: tf.Tensor,
+    size: tuple[int, int],
+    *,
+    convert=None,
+    into_new_memory: bool = False,
+    batch_size: int = SEED_BATCH,
+) -> tf.data.Dataset:
+    """The reader's block decoder (simplejpeg) on the same JPEG bytes from memory.
+
+    With `into_new_memory`, blocks are decoded into the rows of one new array for
+    all the images, as the arena cache does in epoch 1 (its own `Arena`, freed with
+    the dataset): the difference from the plain row is what first touching the
+    cache's memory costs on this machine.
+    """
+    shape = (*size, 3)
+    spec = {"image": tf.TensorSpec(shape, tf.uint8)}
+    blocks = tf.data.Dataset.from_tensor_slices(jpegs).batch(batch_size)
+    arena = None
+    if into_new_memory:
+        arena = memory_cache.Arena(int(jpegs.shape[0]), spec, frozenset(spec))
+        generation = int(arena.begin()[1])
+        # TensorFlow keeps numpy_function callables forever: reach the arena weakly.
+        live = weakref.ref(arena)
+
+        def decode(position, block):
+            _, images = tf.numpy_function(
+                lambda *args: live().write(*args),
+                [generation, position * batch_size, block],
+                [tf.int64, tf.uint8],
+                stateful=True,
+            )
+            return images
+
+        ds = blocks.enumerate().map(decode, num_parallel_calls=AUTOTUNE, deterministic=False)
+    else:
+        decode_images = decode_jpeg_blocks(spec)
+        ds = blocks.map(
+            lambda block: decode_images({"image": block})["image"],
+            num_parallel_calls=AUTOTUNE,
+            deterministic=False,
+        )
+    if convert is not None:
+        ds = ds.map(convert, num_parallel_calls=AUTOTUNE)
+    ds = ds.prefetch(AUTOTUNE)
+    ds._fast_tfds_arena = arena  # The dataset holds the arena, as the reader's does.
+    return ds
 
 
 def count_images(batches: Iterable) -> int:

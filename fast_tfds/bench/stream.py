@@ -48,6 +48,14 @@ def all_pipelines() -> list[Pipeline]:
         for output in ("uint8", "float32"):
             label = f"ceiling: {work} JPEGs from memory, all cores{convert[output]}"
             rows.append(Pipeline(f"ceiling_{config}_{output}", label, "ceiling", output, config, 1))
+    # The reader's own decoder (simplejpeg, a block per call) on the same bytes; then
+    # into the rows of one new array for the split, as the arena cache fills: what
+    # first touching that much memory costs on this machine.
+    for output in ("uint8", "float32"):
+        label = f"ceiling: decode 224px JPEGs from memory in blocks (simplejpeg){convert[output]}"
+        rows.append(Pipeline(f"ceiling_224_blocks_{output}", label, "ceiling", output, "224", 1))
+    label = "ceiling: decode 224px JPEGs from memory in blocks into one new [N, 224, 224, 3] array"
+    rows.append(Pipeline("ceiling_224_into_new_memory", label, "ceiling", "uint8", "224", 1))
     for output in ("uint8", "float32"):
         label = f"decoded uint8 images in memory: from_tensor_slices, batch 32{convert[output]}"
         rows.append(Pipeline(f"in_memory_{output}", label, "reference", output, "224", 1))
@@ -131,6 +139,10 @@ class Inputs:
 
     def make(self, p: Pipeline) -> tf.data.Dataset:
         convert = decode.to_unit_float if p.output == "float32" else None
+        if p.name.startswith("ceiling_224_blocks_"):
+            return baselines.decode_blocks_ceiling(self.jpegs("224"), SIZE, convert=convert)
+        if p.name == "ceiling_224_into_new_memory":
+            return baselines.decode_blocks_ceiling(self.jpegs("224"), SIZE, into_new_memory=True)
         if p.group == "ceiling":
             resize = SIZE if p.config == "original" else None
             return baselines.decode_ceiling(self.jpegs(p.config), resize, convert=convert)

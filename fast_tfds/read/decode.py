@@ -13,6 +13,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser
 
+from fast_tfds.read import jpeg_rows
+
 
 def make_decoder(
     features: tfds.features.FeaturesDict,
@@ -22,29 +24,85 @@ def make_decoder(
 ) -> Callable[[tf.Tensor], dict]:
     """fn(serialized example) -> dict with 'image' as uint8 [H, W, 3] and the other features.
 
+    The image is decoded here, resized only when the stored size differs.
+    """
+    parse = make_parser(features, transform, keys)
+    target = as_hw(image_size)
+    # A transform (a crop) changes the size, so the stored size is known only without one.
+    stored = features["image"].shape[:2] if transform is None else (None, None)
+
+    def decode(serialized: tf.Tensor) -> dict:
+        example = parse(serialized)
+        if example["image"].dtype == tf.string:
+            example["image"] = tf.io.decode_jpeg(example["image"], channels=3)
+        example["image"] = resize_uint8(example["image"], target, stored)
+        return example
+
+    return decode
+
+
+def make_parser(
+    features: tfds.features.FeaturesDict,
+    transform: Callable[[dict], dict] | None = None,
+    keys: Collection[str] | None = None,
+) -> Callable[[tf.Tensor], dict]:
+    """fn(serialized example) -> dict with 'image' still JPEG bytes (after `transform`).
+
     Only `keys` (default: all features) are parsed: skipping the filename string
     of every example is measurable at thousands of images per second. Labels,
-    filenames and boxes go through TFDS's own feature decoders; the image is
-    decoded here, resized only when the stored size differs.
+    filenames and boxes go through TFDS's own feature decoders.
     """
     keys = set(features.keys() if keys is None else keys) | {"image"}
     serialized_info = features.get_serialized_info()
     parser = example_parser.ExampleParser({k: serialized_info[k] for k in keys})
-    target = as_hw(image_size)
-    # A transform (a crop) changes the size, so the stored size is known only without one.
-    stored = features["image"].shape[:2] if transform is None else (None, None)
     other = {k: features[k] for k in keys if k != "image"}
 
-    def decode(serialized: tf.Tensor) -> dict:
+    def parse(serialized: tf.Tensor) -> dict:
         raw = parser.parse_example(serialized)
         example = {k: feature.decode_example(raw[k]) for k, feature in other.items()}
         example["image"] = raw["image"]  # Still JPEG bytes: `transform` may crop them.
         if transform is not None:
             example = transform(example)
-        if example["image"].dtype == tf.string:
-            example["image"] = tf.io.decode_jpeg(example["image"], channels=3)
-        example["image"] = resize_uint8(example["image"], target, stored)
         return example
+
+    return parse
+
+
+def stored_output_shape(
+    features: tfds.features.FeaturesDict,
+    image_size: int | tuple[int, int] | None,
+    transform: Callable[[dict], dict] | None,
+) -> tuple[int, int, int] | None:
+    """The [H, W, 3] every image decodes to when its stored JPEG already has the
+    output size (no resize, no transform), else None."""
+    image = features["image"]
+    stored = tuple(image.shape)
+    target = as_hw(image_size)
+    if getattr(image, "encoding_format", None) != "jpeg" or transform is not None:
+        return None
+    if len(stored) != 3 or None in stored or stored[2] != 3:
+        return None
+    if target is not None and tuple(target) != stored[:2]:
+        return None
+    return stored
+
+
+def decode_jpeg_blocks(encoded: dict[str, tf.TensorSpec], batch_size: int | None = None):
+    """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes, one known
+    shape each) decoded to uint8, a block per call (see `jpeg_rows`)."""
+
+    def decode(batch: dict) -> dict:
+        batch = dict(batch)
+        for key, spec in encoded.items():
+            shape = tuple(spec.shape.as_list())
+            images = tf.numpy_function(
+                lambda jpegs, shape=shape: jpeg_rows.decode_block(jpegs, shape),
+                [batch[key]],
+                tf.uint8,
+                stateful=False,
+            )
+            batch[key] = tf.ensure_shape(images, [batch_size, *shape])
+        return batch
 
     return decode
 

@@ -4,14 +4,14 @@ A split's size, and (for fixed-size output) each image's shape, are known
 before reading, so the cache is laid out up front instead of growing one
 allocation per image as `Dataset.cache()` does:
 
-- **Epoch 1** decodes in parallel as usual and yields its batches; on the way,
-  each batch is copied into one preallocated arena per feature (`[N, H, W, 3]`
-  uint8 for the images), at the batch's own position. The arena is one
-  anonymous mapping, reserved when the dataset is made and backed by memory
-  only as epoch 1 writes it; it is released with the dataset. (Transparent huge
-  pages and pre-faulting it from a background thread were both measured, and
-  both made epoch 1 slower on a 2-core machine: the kernel's compaction and
-  zeroing compete with the decoders.)
+- **Epoch 1** decodes in parallel and yields its batches, and each batch lands
+  in one preallocated arena per feature (`[N, H, W, 3]` uint8 for the images),
+  at the batch's own position. Where the stored JPEGs already have the output
+  size (config '224'), they are decoded straight into their arena rows
+  (`jpeg_rows`), with no per-image tensor and no copy; otherwise decoded
+  batches are copied in. The arena is one anonymous mapping per feature,
+  reserved when the dataset is made and backed by memory only as epoch 1
+  writes it; it is released with the dataset.
 - **Later epochs** draw batches by a permutation of the whole split, new every
   epoch (a true global shuffle, reproducible with a seed), and gather them from
   the arena. Nothing is decoded again, and TensorFlow reads the arena in place
@@ -34,11 +34,13 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from fast_tfds.read import jpeg_rows
 from fast_tfds.read.records import batches_per_epoch
 
 AUTOTUNE = tf.data.AUTOTUNE
-# Examples per write when the reader does not batch (batch_size=None).
-UNBATCHED_WRITE_BLOCK = 64
+# Examples per block (a write into the arena, a decode call) when the reader
+# does not batch (batch_size=None).
+UNBATCHED_BLOCK = 64
 _FILL, _SERVE = 0, 1
 # TensorFlow keeps every function given to tf.numpy_function for the life of the
 # process, so those functions reach an arena only through this weak registry;
@@ -60,9 +62,13 @@ def _array(key: int, feature: bytes) -> np.ndarray:
     return _live_arenas[key].arrays[feature.decode()]
 
 
-def _write(key: int, *args) -> np.int64:
+def _write(key: int, shapes: dict, generation, position, *columns) -> list[np.ndarray]:
     arena = _live_arenas.get(key)
-    return np.int64(0) if arena is None else arena.write(*args)
+    if arena is not None:
+        return arena.write(generation, position, *columns)
+    # The dataset, and so its arena, is gone while an iterator still runs: decode only.
+    columns = dict(zip(sorted(shapes), columns, strict=True))
+    return [np.int64(0), *(jpeg_rows.decode_block(columns[k], s) for k, s in shapes.items() if s)]
 
 
 def supports(element_spec) -> bool:
@@ -79,14 +85,22 @@ class Arena:
     """One preallocated array per feature for `num_examples` examples, and its state.
 
     `begin()` is called once per epoch (in the dataset graph) and says whether
-    the epoch fills the arena or serves from it; `write()` copies a batch in.
+    the epoch fills the arena or serves from it; `write()` puts a batch in.
+    `encoded` names the features that arrive as JPEG bytes and are decoded
+    into their rows.
     """
 
-    def __init__(self, num_examples: int, element_spec: dict[str, tf.TensorSpec]):
+    def __init__(
+        self,
+        num_examples: int,
+        element_spec: dict[str, tf.TensorSpec],
+        encoded: frozenset[str] = frozenset(),
+    ):
         self.num_examples = num_examples
         self.keys = sorted(element_spec)
-        self.arrays = {k: _allocate(num_examples, element_spec[k]) for k in self.keys}
         self.specs = {k: element_spec[k] for k in self.keys}
+        self.encoded = [k for k in self.keys if k in encoded]
+        self.arrays = self._allocate()
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
         self._lock = threading.Lock()
         self._filled = False
@@ -103,28 +117,48 @@ class Arena:
             if not self._filled:
                 self._generation += 1
                 self._written = 0
+                if self._generation > 1:
+                    # Batches of the stopped fill may still be held, sharing its
+                    # rows (uint8 output is not copied): refill new memory.
+                    self.arrays = self._allocate()
             mode = _SERVE if self._filled else _FILL
             return np.array([mode, self._generation, self._epoch], np.int64)
 
-    def write(self, generation, position, *columns) -> np.int64:
-        """Copies one batch of examples into rows position..position+len."""
-        if int(generation) != self._generation or self._filled:
-            return np.int64(0)
+    def write(self, generation, position, *columns) -> list[np.ndarray]:
+        """Puts one batch of examples into rows position..position+len, decoding
+        the encoded features there; returns [0, *the decoded features]."""
         start, n = int(position), len(columns[0])
-        for key, column in zip(self.keys, columns, strict=True):
-            self.arrays[key][start : start + n] = column
         with self._lock:
-            if int(generation) == self._generation:
-                self._written += n
-                self._filled = self._written == self.num_examples
-        return np.int64(0)
+            live = int(generation) == self._generation and not self._filled
+            arrays = self.arrays
+        decoded = []
+        for key, column in zip(self.keys, columns, strict=True):
+            if key in self.encoded:
+                shape = tuple(self.specs[key].shape.as_list())
+                # An abandoned fill still decodes its batch, into memory of its own.
+                rows = arrays[key][start : start + n] if live else np.empty((n, *shape), np.uint8)
+                decoded.append(jpeg_rows.decode_into(column, rows))
+            elif live:
+                arrays[key][start : start + n] = column
+        if live:
+            with self._lock:
+                if int(generation) == self._generation:
+                    self._written += n
+                    self._filled = self._written == self.num_examples
+        return [np.int64(0), *decoded]
+
+    def _allocate(self) -> dict[str, np.ndarray]:
+        return {k: _allocate(self.num_examples, self.specs[k]) for k in self.keys}
 
 
 def _allocate(num_examples: int, spec: tf.TensorSpec) -> np.ndarray:
     """An [num_examples, *shape] array over an anonymous mapping of its own.
 
     Address space only: no memory is used until the first epoch writes it, and
-    the mapping is unmapped when the array (and the tensor that shares it) goes.
+    the mapping is unmapped when the array (and every tensor that shares it) goes.
+    Transparent huge pages (`MADV_HUGEPAGE`) were measured on the 2-core VM: one
+    fault per 2 MiB instead of per 4 KiB, but 1.5-2x the system time (each arena
+    then got memory the host had to back anew), so epoch 1 was slower; not used.
     """
     shape = (num_examples, *spec.shape.as_list())
     dtype = np.dtype(spec.dtype.as_numpy_dtype)
@@ -146,14 +180,20 @@ def cached_batches(
     seed: int | None,
     deterministic: bool,
     output_fn: Callable,
+    encoded: dict[str, tf.TensorSpec] | None = None,
 ) -> tuple[tf.data.Dataset, Arena]:
     """One epoch of `output_fn(batch)`s: decoded (and cached) or served from the arena.
 
+    `encoded` gives the decoded spec of features that `examples` carries as JPEG
+    bytes ({'image': [224, 224, 3] uint8}): they are decoded into the arena.
     Iterating the returned dataset again gives the next epoch.
     """
-    arena = Arena(num_examples, examples.element_spec)
+    spec = {**examples.element_spec, **(encoded or {})}
+    arena = Arena(num_examples, spec, frozenset(encoded or ()))
     keys, key = arena.keys, arena.key
-    block = batch_size or UNBATCHED_WRITE_BLOCK
+    # Per feature, the decoded shape of the JPEG-encoded ones, None for the others.
+    shapes = {k: tuple(spec[k].shape.as_list()) if k in arena.encoded else None for k in keys}
+    block = batch_size or UNBATCHED_BLOCK
     # Without a seed each dataset still gets its own permutations.
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
 
@@ -163,14 +203,17 @@ def cached_batches(
 
     def write(generation):
         def store(position, batch):
-            done = tf.numpy_function(
-                lambda *args: _write(key, *args),
+            done, *decoded = tf.numpy_function(
+                lambda *args: _write(key, shapes, *args),
                 [generation, position * block, *(batch[k] for k in keys)],
-                tf.int64,
+                [tf.int64, *(spec[k].dtype for k in arena.encoded)],
                 stateful=True,
             )
             with tf.control_dependencies([done]):
-                return {k: tf.identity(v) for k, v in batch.items()}
+                out = {k: tf.identity(v) for k, v in batch.items()}
+            for k, images in zip(arena.encoded, decoded, strict=True):
+                out[k] = tf.ensure_shape(images, [None, *spec[k].shape])
+            return out
 
         return store
 

@@ -21,7 +21,13 @@ import tensorflow_datasets as tfds
 
 from fast_tfds.read import cache as file_cache
 from fast_tfds.read import memory_cache, records, service
-from fast_tfds.read.decode import make_decoder, make_output_fn
+from fast_tfds.read.decode import (
+    decode_jpeg_blocks,
+    make_decoder,
+    make_output_fn,
+    make_parser,
+    stored_output_shape,
+)
 from fast_tfds.read.options import ReadOptions
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -178,18 +184,28 @@ def read_split(
     keys = None
     if opts.as_supervised:
         keys = {*(builder.info.supervised_keys or ("image", "label")), *opts.transform_keys}
-    ds = ds.map(
-        make_decoder(builder.info.features, opts.image_size, opts.transform, keys),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic,
-    )
+    features = builder.info.features
+    output_fn = make_output_fn(opts.dtype, opts.as_supervised, builder.info.supervised_keys)
+    encoded = _decoded_in_blocks(features, opts)
+    if encoded is not None:
+        # Stored JPEGs already at the output size (the default path): decoded a
+        # block at a time, into the arena's rows with cache=True.
+        parse = make_parser(features, opts.transform, keys)
+        parsed = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        if opts.cache is False or memory_cache.supports({**parsed.element_spec, **encoded}):
+            ds = parsed
+        else:  # Strings or ragged features cannot live in an arena.
+            encoded = None
+    if encoded is None:
+        decode = make_decoder(features, opts.image_size, opts.transform, keys)
+        ds = ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if service_address is not None:  # Everything above runs on the service's workers.
         ds = service.distribute(ds, service_address, opts.service_sharding)
-    output_fn = make_output_fn(opts.dtype, opts.as_supervised, builder.info.supervised_keys)
-    if opts.cache is True and memory_cache.supports(ds.element_spec):
+    if opts.cache is True and memory_cache.supports({**ds.element_spec, **(encoded or {})}):
         ds, _ = memory_cache.cached_batches(
             ds,
             num_examples,
+            encoded=encoded,
             batch_size=opts.batch_size,
             drop_remainder=opts.drop_remainder,
             shuffle=opts.shuffle,
@@ -198,6 +214,8 @@ def read_split(
             deterministic=deterministic,
             output_fn=output_fn,
         )
+    elif encoded is not None:
+        ds = _block_pipeline(ds, encoded, opts, output_fn)
     else:
         ds = _per_example_pipeline(ds, builder, split, instructions, opts, output_fn)
     if opts.epochs != 1:
@@ -210,6 +228,36 @@ def read_split(
     tf_options.deterministic = deterministic
     tf_options.autotune.enabled = True
     return ds.with_options(tf_options)
+
+
+def _decoded_in_blocks(features, opts: ReadOptions) -> dict[str, tf.TensorSpec] | None:
+    """{'image': its decoded spec} when the stored JPEGs already have the output
+    size and are decoded a block at a time (no cache, or the arena), else None."""
+    if opts.cache not in (True, False) or opts.service is not None:
+        return None
+    shape = stored_output_shape(features, opts.image_size, opts.transform)
+    return None if shape is None else {"image": tf.TensorSpec(shape, tf.uint8)}
+
+
+def _block_pipeline(ds, encoded, opts: ReadOptions, output_fn):
+    """shuffle buffer (of JPEG bytes) ─ batch ─ decode the block in one call ─ output:
+    no cache, stored JPEGs at the output size."""
+    deterministic = opts.is_deterministic
+    if opts.shuffle:
+        ds = ds.shuffle(opts.shuffle_buffer, seed=opts.seed, reshuffle_each_iteration=True)
+    batch_size = opts.batch_size or memory_cache.UNBATCHED_BLOCK
+    drop = opts.drop_remainder and opts.batch_size is not None
+    ds = ds.batch(
+        batch_size, drop_remainder=drop, num_parallel_calls=AUTOTUNE, deterministic=deterministic
+    )
+    ds = ds.map(
+        decode_jpeg_blocks(encoded, batch_size if drop else None),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic,
+    )
+    if opts.batch_size is None:
+        ds = ds.unbatch()
+    return ds.map(output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
 def _per_example_pipeline(ds, builder, split, instructions, opts: ReadOptions, output_fn):

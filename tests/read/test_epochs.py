@@ -64,6 +64,7 @@ MODES = {
     "memory arena": {},
     "no cache": {"cache": False},
     "unbatched arena": {"batch_size": None},
+    "unbatched, no cache": {"batch_size": None, "cache": False},
     "seeded arena": {"seed": 3},
 }
 
@@ -99,12 +100,42 @@ def test_a_seed_repeats_the_order_of_every_epoch(cats_data_dir):
 
 
 def test_an_epoch_stopped_early_is_decoded_again(cats_data_dir, stored):
-    ds = read(cats_data_dir)
+    before = set(memory_cache._live_arenas)
+    ds = read(cats_data_dir, batch_size=1)  # Many batches: prefetching cannot finish the fill.
+    (arena,) = (memory_cache._live_arenas[k] for k in set(memory_cache._live_arenas) - before)
     iterator = iter(ds)
     epoch(iterator, batches=2)  # A partial first epoch: the arena is not complete.
     del iterator
+    assert not arena._filled, "the first epoch should have stopped before filling the arena"
     assert collections.Counter(epoch(ds)) == stored["train"]
     assert collections.Counter(epoch(ds)) == stored["train"]
+
+
+def test_batches_of_a_stopped_fill_keep_their_pixels(cats_data_dir, stored):
+    # uint8 batches of a fill are the arena's rows, not copies. The refill after
+    # a stopped epoch must not write into rows that batches still hold.
+    before = set(memory_cache._live_arenas)
+    ds = read(cats_data_dir, batch_size=1)  # Many batches: prefetching cannot finish the fill.
+    (arena,) = (memory_cache._live_arenas[k] for k in set(memory_cache._live_arenas) - before)
+    iterator = iter(ds)
+    held = [next(iterator)[0] for _ in range(3)]
+    digests = [_digest(image) for batch in held for image in batch.numpy()]
+    del iterator
+    assert not arena._filled, "the first epoch should have stopped before filling the arena"
+    for _ in range(2):  # The refill, then an epoch from the arena.
+        assert collections.Counter(epoch(ds)) == stored["train"]
+    assert [_digest(image) for batch in held for image in batch.numpy()] == digests
+
+
+def test_resized_examples_are_copied_into_the_arena(cats_data_dir):
+    # Stored 224 JPEGs read at 32x32 are decoded and resized by TensorFlow, then
+    # copied into the arena (only same-size JPEGs are decoded into it).
+    expected = collections.Counter(epoch(read(cats_data_dir, image_size=32, cache=False)))
+    ds = read(cats_data_dir, image_size=32)
+    epochs = [epoch(ds) for _ in range(3)]
+    assert all(collections.Counter(digests) == expected for digests in epochs)
+    assert epochs[1] != epochs[2]
+    assert memory_cache.bytes_held() >= len(epochs[0]) * 32 * 32 * 3
 
 
 def test_file_cache_epochs(cats_data_dir, stored, tmp_path):
