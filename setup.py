@@ -12,11 +12,11 @@ DEMO = ["scikit-image>=0.22", "tqdm>=4.60"]
 # `fast-tfds bench`: the samples, memory figures and the chart.
 BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
 # The loader for JAX and PyTorch users (fast_tfds.loader): ArrayRecord files read
-# with Grain, JPEGs decoded with simplejpeg and resized with OpenCV; no TensorFlow.
+# with Grain, JPEGs decoded with simplejpeg (a core dependency) and resized with
+# OpenCV; no TensorFlow.
 LOADER = [
     "grain>=0.2.18",
     "array_record>=0.8",
-    "simplejpeg>=1.8",
     "opencv-python-headless>=4.8",
 ]
 # The benchmark's PyTorch rows (ImageFolder + DataLoader, the torch adapter). PyPI's
