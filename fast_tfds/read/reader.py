@@ -1,13 +1,17 @@
 """The fast reader shared by both datasets.
 
-    shard files ─ interleave(TFRecordDataset) ─ map(parse + decode to uint8)
-      ─ cache(uint8) ─ shuffle ─ repeat ─ batch ─ map(to float32, per batch)
-      ─ prefetch
+    shard files ─ interleave(TFRecordDataset) ─ map(parse)
+      ├ cache=True, fixed-size output: the arena (memory_cache): epoch 1 decodes
+      │   blocks into it (same-size JPEGs in place, with jpeg_rows), later epochs
+      │   gather a global permutation from it
+      ├ same-size JPEGs, no cache: shuffle ─ batch ─ decode the block (jpeg_rows)
+      └ otherwise: decode (+ resize) per example ─ cache ─ shuffle ─ batch
+      ─ map(to float32, per batch) ─ repeat ─ prefetch ─ assert_cardinality
 
 Why this order: decoding is the expensive step, so it runs in parallel and its
 uint8 output is what gets cached (0.15 MiB per 224 image, against 0.57 MiB as
-float32); the float conversion is one vectorized op per batch; shuffling after
-the cache gives a new order every epoch without decoding again.
+float32); the float conversion is one vectorized op per batch; later epochs
+never decode again.
 """
 
 from __future__ import annotations
