@@ -9,7 +9,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-import weakref
 from collections.abc import Iterable
 
 import tensorflow as tf
@@ -136,17 +135,10 @@ def decode_blocks_ceiling(
     if into_new_memory:
         arena = memory_cache.Arena(int(jpegs.shape[0]), spec, frozenset(spec))
         generation = int(arena.begin()[1])
-        # TensorFlow keeps numpy_function callables forever: reach the arena weakly.
-        live = weakref.ref(arena)
 
         def decode(position, block):
-            _, images = tf.numpy_function(
-                lambda *args: live().write(*args),
-                [generation, position * batch_size, block],
-                [tf.int64, tf.uint8],
-                stateful=True,
-            )
-            return images
+            _, decoded = arena.write_in_graph(generation, position * batch_size, {"image": block})
+            return decoded["image"]
 
         ds = blocks.enumerate().map(decode, num_parallel_calls=AUTOTUNE, deterministic=False)
     else:

@@ -100,6 +100,11 @@ class Arena:
         self.keys = sorted(element_spec)
         self.specs = {k: element_spec[k] for k in self.keys}
         self.encoded = [k for k in self.keys if k in encoded]
+        # Per feature, the decoded shape of the JPEG-encoded ones, None for the others.
+        self.shapes = {
+            k: tuple(self.specs[k].shape.as_list()) if k in self.encoded else None
+            for k in self.keys
+        }
         self.arrays = self._allocate()
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
         self._lock = threading.Lock()
@@ -133,11 +138,10 @@ class Arena:
             arrays = self.arrays
         decoded = []
         for key, column in zip(self.keys, columns, strict=True):
-            if key in self.encoded:
-                shape = tuple(self.specs[key].shape.as_list())
-                # An abandoned fill still decodes its batch, into memory of its own.
-                rows = arrays[key][start : start + n] if live else np.empty((n, *shape), np.uint8)
-                decoded.append(jpeg_rows.decode_into(column, rows))
+            if key in self.encoded and live:
+                decoded.append(jpeg_rows.decode_into(column, arrays[key][start : start + n]))
+            elif key in self.encoded:  # An abandoned fill still decodes its batch.
+                decoded.append(jpeg_rows.decode_block(column, self.shapes[key]))
             elif live:
                 arrays[key][start : start + n] = column
         if live:
@@ -146,6 +150,22 @@ class Arena:
                     self._written += n
                     self._filled = self._written == self.num_examples
         return [np.int64(0), *decoded]
+
+    def write_in_graph(self, generation, position, batch: dict) -> tuple[tf.Tensor, dict]:
+        """In a dataset function: `write(generation, position, *batch)` as a
+        numpy_function; returns a tensor to depend on and the decoded features."""
+        key, shapes = self.key, self.shapes  # Not self: TensorFlow keeps the callable.
+        done, *decoded = tf.numpy_function(
+            lambda *args: _write(key, shapes, *args),
+            [generation, position, *(batch[k] for k in self.keys)],
+            [tf.int64, *(self.specs[k].dtype for k in self.encoded)],
+            stateful=True,
+        )
+        shaped = {
+            k: tf.ensure_shape(images, [None, *self.specs[k].shape])
+            for k, images in zip(self.encoded, decoded, strict=True)
+        }
+        return done, shaped
 
     def _allocate(self) -> dict[str, np.ndarray]:
         return {k: _allocate(self.num_examples, self.specs[k]) for k in self.keys}
@@ -191,8 +211,6 @@ def cached_batches(
     spec = {**examples.element_spec, **(encoded or {})}
     arena = Arena(num_examples, spec, frozenset(encoded or ()))
     keys, key = arena.keys, arena.key
-    # Per feature, the decoded shape of the JPEG-encoded ones, None for the others.
-    shapes = {k: tuple(spec[k].shape.as_list()) if k in arena.encoded else None for k in keys}
     block = batch_size or UNBATCHED_BLOCK
     # Without a seed each dataset still gets its own permutations.
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -203,17 +221,9 @@ def cached_batches(
 
     def write(generation):
         def store(position, batch):
-            done, *decoded = tf.numpy_function(
-                lambda *args: _write(key, shapes, *args),
-                [generation, position * block, *(batch[k] for k in keys)],
-                [tf.int64, *(spec[k].dtype for k in arena.encoded)],
-                stateful=True,
-            )
+            done, decoded = arena.write_in_graph(generation, position * block, batch)
             with tf.control_dependencies([done]):
-                out = {k: tf.identity(v) for k, v in batch.items()}
-            for k, images in zip(arena.encoded, decoded, strict=True):
-                out[k] = tf.ensure_shape(images, [None, *spec[k].shape])
-            return out
+                return {k: tf.identity(v) for k, v in {**batch, **decoded}.items()}
 
         return store
 
