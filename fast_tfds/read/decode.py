@@ -68,6 +68,59 @@ def make_parser(
     return parse
 
 
+def make_batch_parser(
+    features: tfds.features.FeaturesDict, keys: Collection[str] | None = None
+) -> Callable[[tf.Tensor], dict] | None:
+    """fn(serialized examples [n]) -> dict of [n, ...] features, 'image' still JPEG
+    bytes; None when a needed feature is not one fixed-shape value per example.
+
+    One `tf.io.parse_example` per block instead of a parse per example: on the
+    2-core VM a per-example parse cost ~25 us of CPU an image and shuffling the
+    parsed dicts ~14 us more, against ~4 us for parsing a block of 32, so the
+    reader shuffles the serialized records and parses them in blocks where it can.
+    """
+    keys = set(features.keys() if keys is None else keys) | {"image"}
+    serialized_info = features.get_serialized_info()
+    specs = {}
+    for key in sorted(keys):
+        info, feature = serialized_info[key], features[key]
+        fixed = isinstance(info, tfds.features.TensorInfo) and None not in info.shape
+        if (
+            not fixed
+            or info.sequence_rank
+            or not isinstance(feature, (tfds.features.Image, tfds.features.Tensor))
+        ):
+            return None
+        specs[key] = tf.io.FixedLenFeature(
+            info.shape, _example_dtype(info.tf_dtype), default_value=info.default_value
+        )
+
+    def parse(serialized: tf.Tensor) -> dict:
+        raw = tf.io.parse_example(serialized, specs)
+        batch = {}
+        for key, values in raw.items():
+            dtype = serialized_info[key].tf_dtype
+            values = values if values.dtype == dtype else tf.cast(values, dtype)
+            # Labels and filenames through TFDS's own (vectorized) feature decoders.
+            batch[key] = values if key == "image" else features[key].decode_batch_example(values)
+        return batch
+
+    return parse
+
+
+def _example_dtype(dtype: tf.DType) -> tf.DType:
+    """The dtype a tf.train.Example stores `dtype` as (int64, float32 or bytes)."""
+    if dtype.is_integer or dtype.is_bool:
+        return tf.int64
+    return tf.float32 if dtype.is_floating else tf.string
+
+
+def parsed_example_spec(parse_batch: Callable[[tf.Tensor], dict]) -> dict[str, tf.TensorSpec]:
+    """The spec of one example of what `parse_batch` returns."""
+    traced = tf.function(parse_batch).get_concrete_function(tf.TensorSpec([None], tf.string))
+    return {k: tf.TensorSpec(v.shape[1:], v.dtype) for k, v in traced.structured_outputs.items()}
+
+
 def stored_output_shape(
     features: tfds.features.FeaturesDict,
     image_size: int | tuple[int, int] | None,

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.read import jpeg_rows
+from fast_tfds.read.decode import parsed_example_spec
 from fast_tfds.read.records import batches_per_epoch
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -200,15 +201,18 @@ def cached_batches(
     seed: int | None,
     deterministic: bool,
     output_fn: Callable,
+    parse_batch: Callable[[tf.Tensor], dict] | None = None,
     encoded: dict[str, tf.TensorSpec] | None = None,
 ) -> tuple[tf.data.Dataset, Arena]:
     """One epoch of `output_fn(batch)`s: decoded (and cached) or served from the arena.
 
-    `encoded` gives the decoded spec of features that `examples` carries as JPEG
-    bytes ({'image': [224, 224, 3] uint8}): they are decoded into the arena.
-    Iterating the returned dataset again gives the next epoch.
+    `examples` are example dicts, or with `parse_batch` serialized records that
+    it parses a block at a time. `encoded` gives the decoded spec of features
+    that arrive as JPEG bytes ({'image': [224, 224, 3] uint8}): they are decoded
+    into the arena. Iterating the returned dataset again gives the next epoch.
     """
-    spec = {**examples.element_spec, **(encoded or {})}
+    parsed = examples.element_spec if parse_batch is None else parsed_example_spec(parse_batch)
+    spec = {**parsed, **(encoded or {})}
     arena = Arena(num_examples, spec, frozenset(encoded or ()))
     keys, key = arena.keys, arena.key
     block = batch_size or UNBATCHED_BLOCK
@@ -221,6 +225,8 @@ def cached_batches(
 
     def write(generation):
         def store(position, batch):
+            if parse_batch is not None:
+                batch = parse_batch(batch)
             done, decoded = arena.write_in_graph(generation, position * block, batch)
             with tf.control_dependencies([done]):
                 return {k: tf.identity(v) for k, v in {**batch, **decoded}.items()}

@@ -1,11 +1,12 @@
 """The fast reader shared by both datasets.
 
-    shard files ─ interleave(TFRecordDataset) ─ map(parse)
-      ├ cache=True, fixed-size output: the arena (memory_cache): epoch 1 decodes
-      │   blocks into it (same-size JPEGs in place, with jpeg_rows), later epochs
-      │   gather a global permutation from it
-      ├ same-size JPEGs, no cache: shuffle ─ batch ─ decode the block (jpeg_rows)
-      └ otherwise: decode (+ resize) per example ─ cache ─ shuffle ─ batch
+    shard files ─ interleave(TFRecordDataset)
+      ├ stored JPEGs at the output size, fixed-size features (the default path):
+      │   shuffle the serialized records ─ batch ─ parse the block (one op)
+      │   ├ cache=True: the arena (memory_cache): epoch 1 decodes each block
+      │   │   into its rows (jpeg_rows), later epochs gather a global permutation
+      │   └ no cache: decode the block (jpeg_rows)
+      └ otherwise: map(parse, decode + resize per example) ─ cache ─ shuffle ─ batch
       ─ map(to float32, per batch) ─ repeat ─ prefetch ─ assert_cardinality
 
 Why this order: decoding is the expensive step, so it runs in parallel and its
@@ -27,9 +28,10 @@ from fast_tfds.read import cache as file_cache
 from fast_tfds.read import memory_cache, records, service
 from fast_tfds.read.decode import (
     decode_jpeg_blocks,
+    make_batch_parser,
     make_decoder,
     make_output_fn,
-    make_parser,
+    parsed_example_spec,
     stored_output_shape,
 )
 from fast_tfds.read.options import ReadOptions
@@ -191,35 +193,29 @@ def read_split(
     features = builder.info.features
     output_fn = make_output_fn(opts.dtype, opts.as_supervised, builder.info.supervised_keys)
     encoded = _decoded_in_blocks(features, opts)
-    if encoded is not None:
-        # Stored JPEGs already at the output size (the default path): decoded a
-        # block at a time, into the arena's rows with cache=True.
-        parse = make_parser(features, opts.transform, keys)
-        parsed = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-        if opts.cache is False or memory_cache.supports({**parsed.element_spec, **encoded}):
-            ds = parsed
-        else:  # Strings or ragged features cannot live in an arena.
-            encoded = None
-    if encoded is None:
+    parse_batch = None if encoded is None else make_batch_parser(features, keys)
+    if parse_batch is not None and opts.cache is True:
+        if not memory_cache.supports({**parsed_example_spec(parse_batch), **encoded}):
+            parse_batch = None  # Strings cannot live in an arena: Dataset.cache() keeps them.
+    if parse_batch is None:
+        # The stored JPEGs need a resize, a transform or a tf.data service worker,
+        # or a feature varies in length: parsed and decoded one example at a time.
+        encoded = None
         decode = make_decoder(features, opts.image_size, opts.transform, keys)
         ds = ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if service_address is not None:  # Everything above runs on the service's workers.
         ds = service.distribute(ds, service_address, opts.service_sharding)
-    if opts.cache is True and memory_cache.supports({**ds.element_spec, **(encoded or {})}):
+    if parse_batch is not None and opts.cache is True:
+        # The default path: stored JPEGs at the output size, decoded a block at a
+        # time straight into the arena's rows in epoch 1.
+        arena = _arena_options(opts, output_fn)
         ds, _ = memory_cache.cached_batches(
-            ds,
-            num_examples,
-            encoded=encoded,
-            batch_size=opts.batch_size,
-            drop_remainder=opts.drop_remainder,
-            shuffle=opts.shuffle,
-            shuffle_buffer=opts.shuffle_buffer,
-            seed=opts.seed,
-            deterministic=deterministic,
-            output_fn=output_fn,
+            ds, num_examples, parse_batch=parse_batch, encoded=encoded, **arena
         )
-    elif encoded is not None:
-        ds = _block_pipeline(ds, encoded, opts, output_fn)
+    elif parse_batch is not None:
+        ds = _block_pipeline(ds, parse_batch, encoded, opts, output_fn)
+    elif opts.cache is True and memory_cache.supports(ds.element_spec):
+        ds, _ = memory_cache.cached_batches(ds, num_examples, **_arena_options(opts, output_fn))
     else:
         ds = _per_example_pipeline(ds, builder, split, instructions, opts, output_fn)
     if opts.epochs != 1:
@@ -234,6 +230,18 @@ def read_split(
     return ds.with_options(tf_options)
 
 
+def _arena_options(opts: ReadOptions, output_fn) -> dict[str, Any]:
+    return {
+        "batch_size": opts.batch_size,
+        "drop_remainder": opts.drop_remainder,
+        "shuffle": opts.shuffle,
+        "shuffle_buffer": opts.shuffle_buffer,
+        "seed": opts.seed,
+        "deterministic": opts.is_deterministic,
+        "output_fn": output_fn,
+    }
+
+
 def _decoded_in_blocks(features, opts: ReadOptions) -> dict[str, tf.TensorSpec] | None:
     """{'image': its decoded spec} when the stored JPEGs already have the output
     size and are decoded a block at a time (no cache, or the arena), else None."""
@@ -243,19 +251,20 @@ def _decoded_in_blocks(features, opts: ReadOptions) -> dict[str, tf.TensorSpec] 
     return None if shape is None else {"image": tf.TensorSpec(shape, tf.uint8)}
 
 
-def _block_pipeline(ds, encoded, opts: ReadOptions, output_fn):
-    """shuffle buffer (of JPEG bytes) ─ batch ─ decode the block in one call ─ output:
-    no cache, stored JPEGs at the output size."""
+def _block_pipeline(records, parse_batch, encoded, opts: ReadOptions, output_fn):
+    """shuffle buffer (of serialized records) ─ batch ─ parse and decode the block ─
+    output: no cache, stored JPEGs at the output size."""
     deterministic = opts.is_deterministic
     if opts.shuffle:
-        ds = ds.shuffle(opts.shuffle_buffer, seed=opts.seed, reshuffle_each_iteration=True)
+        records = records.shuffle(
+            opts.shuffle_buffer, seed=opts.seed, reshuffle_each_iteration=True
+        )
     batch_size = opts.batch_size or memory_cache.UNBATCHED_BLOCK
     drop = opts.drop_remainder and opts.batch_size is not None
-    ds = ds.batch(
-        batch_size, drop_remainder=drop, num_parallel_calls=AUTOTUNE, deterministic=deterministic
-    )
+    decode_blocks = decode_jpeg_blocks(encoded, batch_size if drop else None)
+    ds = records.batch(batch_size, drop_remainder=drop)
     ds = ds.map(
-        decode_jpeg_blocks(encoded, batch_size if drop else None),
+        lambda serialized: decode_blocks(parse_batch(serialized)),
         num_parallel_calls=AUTOTUNE,
         deterministic=deterministic,
     )
