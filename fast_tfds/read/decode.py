@@ -1,8 +1,11 @@
-"""Decoding: serialized example -> dict with a uint8 image, and the per-batch output.
+"""Parsing and decoding: serialized examples -> dicts with uint8 images, and the
+per-batch output.
 
-Only the features the output needs are parsed; the image is decoded to uint8
-and resized only when its stored size differs from the requested one. The
-float conversion runs once per batch, as one XLA-fused op.
+Only the features the output needs are parsed, a block of records at a time
+where every feature is one fixed-size value (`make_batch_parser`), else one
+record at a time (`make_parser`); the image is decoded to uint8 and resized
+only when its stored size differs from the requested one. The float conversion
+runs once per batch, as one XLA-fused op.
 """
 
 from __future__ import annotations
@@ -180,8 +183,9 @@ def resize_uint8(
 @tf.function(jit_compile=True)
 def to_unit_float(images: tf.Tensor) -> tf.Tensor:
     """uint8 -> float32 in [0, 1]. XLA fuses the cast and the scale into one pass
-    over memory: ~2.7x faster than the two separate ops on a 2-core CPU, where
-    this conversion otherwise costs as much as decoding the JPEGs."""
+    over memory. In a tf.data map of [32, 224, 224, 3] batches on the 2-core VM:
+    20-34k images/s against 15-21k for the two separate ops (called eagerly in a
+    loop it is the slower one, 3.7 against 1.2 ms a batch: measure in a pipeline)."""
     return tf.cast(images, tf.float32) * (1.0 / 255.0)
 
 
