@@ -317,6 +317,28 @@ def test_example_parser_parses_what_tfds_serializes():
     )
 
 
+def test_serialized_info_says_which_features_a_block_parse_can_take():
+    used_by = "fast_tfds/read/decode.py make_batch_parser"
+    api = "FeatureConnector.get_serialized_info() TensorInfo fields and decode_batch_example"
+    features = tfds.features.FeaturesDict(
+        {
+            "image": tfds.features.Image(shape=(4, 4, 3), encoding_format="jpeg"),
+            "label": tfds.features.ClassLabel(num_classes=3),
+            "boxes": tfds.features.Sequence({"bbox": tfds.features.BBoxFeature()}),
+        }
+    )
+    info = features.get_serialized_info()
+    for key, dtype in (("image", tf.string), ("label", tf.int64)):
+        fixed = info[key]
+        assert isinstance(fixed, tfds.features.TensorInfo), changed(api, used_by, f"{fixed!r}")
+        assert (fixed.shape, fixed.tf_dtype, fixed.sequence_rank) == ((), dtype, 0), changed(
+            api, used_by, f"{key} is serialized as {fixed!r}"
+        )
+    assert isinstance(info["boxes"], dict), changed(api, used_by, f"boxes: {info['boxes']!r}")
+    labels = features["label"].decode_batch_example(tf.constant([2, 0], tf.int64))
+    assert labels.numpy().tolist() == [2, 0], changed(api, used_by, f"it gave {labels!r}")
+
+
 def test_split_slices_give_file_instructions_with_filename_skip_and_take():
     used_by = "fast_tfds/read/records.py file_instructions, read/cache.py cache_prefix"
     api = "SplitInfo/SubSplitInfo.file_instructions (shard_utils.FileInstruction)"
