@@ -25,8 +25,10 @@ keeps TensorFlow's per-example `cache()` for it (see `supports`).
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import random
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -139,12 +141,15 @@ class Arena:
             arrays = self.arrays
         decoded = []
         for key, column in zip(self.keys, columns, strict=True):
+            rows = arrays[key][start : start + n]
+            if live:
+                _prefault(rows)
             if key in self.encoded and live:
-                decoded.append(jpeg_rows.decode_into(column, arrays[key][start : start + n]))
+                decoded.append(jpeg_rows.decode_into(column, rows))
             elif key in self.encoded:  # An abandoned fill still decodes its batch.
                 decoded.append(jpeg_rows.decode_block(column, self.shapes[key]))
             elif live:
-                arrays[key][start : start + n] = column
+                rows[...] = column
         if live:
             with self._lock:
                 if int(generation) == self._generation:
@@ -170,6 +175,41 @@ class Arena:
 
     def _allocate(self) -> dict[str, np.ndarray]:
         return {k: _allocate(self.num_examples, self.specs[k]) for k in self.keys}
+
+
+def _madvise() -> Callable[[int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return madvise
+
+
+_MADVISE = _madvise()
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14; older kernels answer EINVAL.
+
+
+def _prefault(rows: np.ndarray) -> None:
+    """Backs the pages of `rows` with memory in one system call, right before the
+    block is written there (by the thread that writes it, the GIL released).
+
+    Each new 4 KiB page of the arena is otherwise a page fault of its own when the
+    decoder first writes it (36.75 per 224 image). One MADV_POPULATE_WRITE per block
+    does the same work without a trap per page: in fresh processes on the 2-core VM,
+    8 alternated runs each, the uint8 fill used ~11% less CPU (user+sys 3.8 s against
+    4.3 s for 15,016 images) and ran at 7,168 against 6,594 images/s (medians).
+    The same call from a background thread ahead of the decoder was slower: it
+    competed with the decoding for the cores. Where the call is unavailable, the
+    writes fault the pages in as before.
+    """
+    if _MADVISE is None or rows.nbytes == 0:
+        return
+    start = rows.ctypes.data
+    aligned = start - start % mmap.PAGESIZE
+    _MADVISE(aligned, start + rows.nbytes - aligned, _MADV_POPULATE_WRITE)
 
 
 def _allocate(num_examples: int, spec: tf.TensorSpec) -> np.ndarray:

@@ -216,3 +216,26 @@ def test_the_arena_is_freed_with_its_dataset(cats_data_dir):
     del ds
     gc.collect()
     assert memory_cache.bytes_held() == before
+
+
+@pytest.mark.skipif(memory_cache._MADVISE is None, reason="Linux only (MADV_POPULATE_WRITE)")
+def test_a_block_is_backed_by_memory_before_it_is_written():
+    import resource
+
+    spec = {"image": tf.TensorSpec([224, 224, 3], tf.uint8)}
+    arena = memory_cache.Arena(16, spec)
+    rows = arena.arrays["image"]
+
+    def faults_writing(block):
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        block[...] = 7
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+    memory_cache._prefault(rows[:8])
+    prefaulted = faults_writing(rows[:8])
+    untouched = faults_writing(rows[8:])
+    if untouched < 8 * 30:
+        pytest.skip(f"this kernel backs new memory in large pages ({untouched} faults)")
+    # 8 images are 294 pages: writing them after the call faults none of them, the
+    # first write of the next 8 faults each page (a page each side may be shared).
+    assert prefaulted <= 2 and untouched >= 8 * 36
