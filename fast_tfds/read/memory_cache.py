@@ -334,9 +334,10 @@ def cached_batches(
 
     # output_fn (the float conversion) runs in the same function as the write or
     # the gather: one pipeline stage less per batch. In fresh processes on 2 cores
-    # (medians of 4 runs alternated with the separate stage) served epochs ran
-    # 22.9k against 20.6k images/s (float32) and 70k against 54k (uint8), the fill
-    # 5.9k against 5.5k (float32); a first set of runs gave 21k against 13k.
+    # (medians of runs alternated with a separate stage) served epochs ran 22.9k
+    # against 20.6k images/s (float32) and 70k against 54k (uint8); the fill showed
+    # no difference beyond the noise (float32 5.9k against 5.5k, then 5.15k against
+    # 5.09k).
     ds = tf.data.Dataset.from_tensors(0).map(begin).flat_map(epoch)
     # Datasets made from this one keep it, and so the arena, alive.
     ds._fast_tfds_arena = arena
