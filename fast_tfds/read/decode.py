@@ -10,6 +10,7 @@ runs once per batch, as one XLA-fused op.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 
 import tensorflow as tf
@@ -71,11 +72,29 @@ def make_parser(
     return parse
 
 
+class BatchParser:
+    """fn(serialized examples [n]) -> dict of [n, ...] features, 'image' still JPEG
+    bytes; `example_spec` is the spec of one example of its output."""
+
+    def __init__(self, parse: Callable[[tf.Tensor], dict]):
+        self._parse = parse
+
+    def __call__(self, serialized: tf.Tensor) -> dict:
+        return self._parse(serialized)
+
+    @functools.cached_property
+    def example_spec(self) -> dict[str, tf.TensorSpec]:
+        # Traced once: the reader checks it against the arena, the arena lays out by it.
+        traced = tf.function(self._parse).get_concrete_function(tf.TensorSpec([None], tf.string))
+        outputs = traced.structured_outputs
+        return {k: tf.TensorSpec(v.shape[1:], v.dtype) for k, v in outputs.items()}
+
+
 def make_batch_parser(
     features: tfds.features.FeaturesDict, keys: Collection[str] | None = None
-) -> Callable[[tf.Tensor], dict] | None:
-    """fn(serialized examples [n]) -> dict of [n, ...] features, 'image' still JPEG
-    bytes; None when a needed feature is not one fixed-shape value per example.
+) -> BatchParser | None:
+    """A `BatchParser` for `keys` (default: all features) and 'image'; None when a
+    needed feature is not one fixed-shape value per example.
 
     One `tf.io.parse_example` per block instead of a parse per example: on the
     2-core VM a per-example parse cost ~25 us of CPU an image and shuffling the
@@ -108,7 +127,7 @@ def make_batch_parser(
             batch[key] = values if key == "image" else features[key].decode_batch_example(values)
         return batch
 
-    return parse
+    return BatchParser(parse)
 
 
 def _example_dtype(dtype: tf.DType) -> tf.DType:
@@ -116,12 +135,6 @@ def _example_dtype(dtype: tf.DType) -> tf.DType:
     if dtype.is_integer or dtype.is_bool:
         return tf.int64
     return tf.float32 if dtype.is_floating else tf.string
-
-
-def parsed_example_spec(parse_batch: Callable[[tf.Tensor], dict]) -> dict[str, tf.TensorSpec]:
-    """The spec of one example of what `parse_batch` returns."""
-    traced = tf.function(parse_batch).get_concrete_function(tf.TensorSpec([None], tf.string))
-    return {k: tf.TensorSpec(v.shape[1:], v.dtype) for k, v in traced.structured_outputs.items()}
 
 
 def stored_output_shape(

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.read import jpeg_rows
-from fast_tfds.read.decode import parsed_example_spec
+from fast_tfds.read.decode import BatchParser
 from fast_tfds.read.records import batches_per_epoch
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -241,7 +241,7 @@ def cached_batches(
     seed: int | None,
     deterministic: bool,
     output_fn: Callable,
-    parse_batch: Callable[[tf.Tensor], dict] | None = None,
+    parse_batch: BatchParser | None = None,
     encoded: dict[str, tf.TensorSpec] | None = None,
 ) -> tuple[tf.data.Dataset, Arena]:
     """One epoch of `output_fn(batch)`s: decoded (and cached) or served from the arena.
@@ -251,7 +251,7 @@ def cached_batches(
     that arrive as JPEG bytes ({'image': [224, 224, 3] uint8}): they are decoded
     into the arena. Iterating the returned dataset again gives the next epoch.
     """
-    parsed = examples.element_spec if parse_batch is None else parsed_example_spec(parse_batch)
+    parsed = examples.element_spec if parse_batch is None else parse_batch.example_spec
     spec = {**parsed, **(encoded or {})}
     arena = Arena(num_examples, spec, frozenset(encoded or ()))
     key = arena.key

@@ -32,7 +32,6 @@ from fast_tfds.read.decode import (
     make_batch_parser,
     make_decoder,
     make_output_fn,
-    parsed_example_spec,
     stored_output_shape,
 )
 from fast_tfds.read.options import ReadOptions
@@ -196,7 +195,7 @@ def read_split(
     encoded = _decoded_in_blocks(features, opts)
     parse_batch = None if encoded is None else make_batch_parser(features, keys)
     if parse_batch is not None and opts.cache is True:
-        if not memory_cache.supports({**parsed_example_spec(parse_batch), **encoded}):
+        if not memory_cache.supports({**parse_batch.example_spec, **encoded}):
             parse_batch = None  # Strings cannot live in an arena: Dataset.cache() keeps them.
     if parse_batch is None:
         # The stored JPEGs need a resize, a transform or a tf.data service worker,

@@ -11,7 +11,7 @@ import tensorflow as tf
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds.read import records
-from fast_tfds.read.decode import make_batch_parser, make_parser, parsed_example_spec
+from fast_tfds.read.decode import make_batch_parser, make_parser
 
 
 def _serialized(builder) -> tf.Tensor:
@@ -30,7 +30,7 @@ def test_a_parsed_block_equals_the_examples_parsed_one_by_one(cats_builder):
         expected = tf.stack([example[key] for example in one_by_one])
         assert values.dtype == expected.dtype == features.get_serialized_info()[key].tf_dtype
         np.testing.assert_array_equal(values.numpy(), expected.numpy())
-    spec = parsed_example_spec(make_batch_parser(features, ["label"]))
+    spec = make_batch_parser(features, ["label"]).example_spec
     assert spec == {
         "image": tf.TensorSpec([], tf.string),
         "label": tf.TensorSpec([], tf.int64),
