@@ -200,7 +200,6 @@ def read_split(
     if parse_batch is None:
         # The stored JPEGs need a resize, a transform or a tf.data service worker,
         # or a feature varies in length: parsed and decoded one example at a time.
-        encoded = None
         decode = make_decoder(features, opts.image_size, opts.transform, keys)
         ds = ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if service_address is not None:  # Everything above runs on the service's workers.
