@@ -32,14 +32,13 @@ from fast_tfds.read import memory_cache
 
 
 def _huge_page_allocate(num_examples: int, spec: tf.TensorSpec) -> np.ndarray:
-    """memory_cache._allocate, with MADV_HUGEPAGE on the mapping."""
-    shape = (num_examples, *spec.shape.as_list())
-    dtype = np.dtype(spec.dtype.as_numpy_dtype)
-    count = int(np.prod(shape))
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    region = mmap.mmap(-1, max(count * dtype.itemsize, 1), flags=flags)
-    region.madvise(mmap.MADV_HUGEPAGE)
-    return np.frombuffer(region, dtype, count=count).reshape(shape)
+    """The arena's own allocation, with MADV_HUGEPAGE on its (page-aligned) mapping."""
+    array = _ALLOCATE(num_examples, spec)
+    memory_cache._MADVISE(array.ctypes.data, array.nbytes, mmap.MADV_HUGEPAGE)
+    return array
+
+
+_ALLOCATE = memory_cache._allocate
 
 
 def main() -> None:
