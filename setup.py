@@ -44,6 +44,7 @@ setup(
     python_requires=">=3.11,<3.13",
     packages=[
         "fast_tfds",
+        "fast_tfds.core",
         "fast_tfds.build",
         "fast_tfds.read",
         "fast_tfds.samples",
@@ -68,7 +69,7 @@ setup(
         "tensorflow==2.21.*",
         "tensorflow-datasets==4.9.10",
         "pillow>=10.0",
-        # The arena cache decodes JPEGs straight into its rows (fast_tfds/read/jpeg_rows.py).
+        # The arena cache decodes JPEGs straight into its rows (fast_tfds/read/jpeg_blocks.py).
         "simplejpeg>=1.8,<2",
         # TFDS 4.9.10 imports importlib_resources without declaring it.
         "importlib_resources>=6.0",

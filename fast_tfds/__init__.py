@@ -22,6 +22,8 @@ _EXPORTS = {
     "load_builder": "fast_tfds.read.reader",
     "as_fast_loader": "fast_tfds.loader",
     "ReadOptions": "fast_tfds.read.options",
+    "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",
+    "decode_jpeg_block_into": "fast_tfds.core.jpeg_blocks",
     "FastImageBuilder": "fast_tfds.build.builder",
     "ImageConfig": "fast_tfds.build.builder",
     "image_configs": "fast_tfds.build.builder",

@@ -61,7 +61,7 @@ def is_built(dataset: str, config: str, data_dir: Path) -> bool:
 
 def build(dataset: str, data_dir: str, manual_dir: str) -> None:
     """Builds both configs in this process; TFDS shows its own progress bars."""
-    from fast_tfds.cli.quiet import quiet_tensorflow
+    from fast_tfds.quiet import quiet_tensorflow
 
     quiet_tensorflow()
     import importlib

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.compare:
         print(bench_report.compare(*args.compare))
         return
-    from fast_tfds.cli.quiet import quiet_tensorflow
+    from fast_tfds.quiet import quiet_tensorflow
 
     quiet_tensorflow()
     from fast_tfds.bench import stream as bench_stream

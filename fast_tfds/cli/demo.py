@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fast_tfds.cli.quiet import NOISE, quiet_tensorflow
+from fast_tfds.quiet import NOISE, quiet_tensorflow
 
 DEFAULT_WORKDIR = Path("fast_tfds_demo")
 # What a user wants to see of a build: the manual-dir note, the skip summary,

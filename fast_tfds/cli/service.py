@@ -103,7 +103,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def run_server(args: argparse.Namespace) -> None:
     """Starts the server the arguments name and blocks until the process is stopped."""
-    from fast_tfds.cli.quiet import quiet_tensorflow
+    from fast_tfds.quiet import quiet_tensorflow
 
     if not 0 <= args.port < 65536:
         raise SystemExit(f"--port {args.port}: must be 0 (any free port) to 65535")

@@ -58,7 +58,7 @@ def verify_paths(paths: list[str | os.PathLike]) -> Report:
 
 def verify_version_folder(folder: str, report: Report) -> None:
     """Checks one built version folder (the one holding dataset_info.json)."""
-    from fast_tfds.cli.quiet import quiet_tensorflow
+    from fast_tfds.quiet import quiet_tensorflow
 
     quiet_tensorflow()
     import tensorflow_datasets as tfds
@@ -89,7 +89,7 @@ def verify_version_folder(folder: str, report: Report) -> None:
 
 def check_shard(path: str, expected: int) -> str | None:
     """None if the shard holds exactly `expected` intact records, else what is wrong."""
-    from fast_tfds.cli.quiet import quiet_tensorflow
+    from fast_tfds.quiet import quiet_tensorflow
 
     tf = quiet_tensorflow()
     if not tf.io.gfile.exists(path):

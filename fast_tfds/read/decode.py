@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser
 
-from fast_tfds.read import jpeg_rows
+from fast_tfds.core import jpeg_blocks
 
 
 def make_decoder(
@@ -158,14 +158,14 @@ def stored_output_shape(
 
 def decode_jpeg_blocks(encoded: dict[str, tf.TensorSpec], batch_size: int | None = None):
     """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes, one known
-    shape each) decoded to uint8, a block per call (see `jpeg_rows`)."""
+    shape each) decoded to uint8, a block per call (see `jpeg_blocks`)."""
 
     def decode(batch: dict) -> dict:
         batch = dict(batch)
         for key, spec in encoded.items():
             shape = tuple(spec.shape.as_list())
             images = tf.numpy_function(
-                lambda jpegs, shape=shape: jpeg_rows.decode_block(jpegs, shape),
+                lambda jpegs, shape=shape: jpeg_blocks.decode_jpeg_block(jpegs, shape),
                 [batch[key]],
                 tf.uint8,
                 stateful=False,

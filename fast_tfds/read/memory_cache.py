@@ -8,7 +8,7 @@ allocation per image as `Dataset.cache()` does:
   in one preallocated arena per feature (`[N, H, W, 3]` uint8 for the images),
   at the batch's own position. Where the stored JPEGs already have the output
   size (config '224'), they are decoded straight into their arena rows
-  (`jpeg_rows`), with no per-image tensor and no copy; otherwise decoded
+  (`jpeg_blocks`), with no per-image tensor and no copy; otherwise decoded
   batches are copied in. The arena is one anonymous mapping per feature,
   reserved when the dataset is made and backed by memory only as epoch 1
   writes it; it is released with the dataset.
@@ -36,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from fast_tfds.read import jpeg_rows
+from fast_tfds.core import jpeg_blocks
 from fast_tfds.read.decode import BatchParser
 from fast_tfds.read.records import batches_per_epoch
 
@@ -71,7 +71,10 @@ def _write(key: int, shapes: dict, generation, position, *columns) -> list[np.nd
         return arena.write(generation, position, *columns)
     # The dataset, and so its arena, is gone while an iterator still runs: decode only.
     columns = dict(zip(sorted(shapes), columns, strict=True))
-    return [np.int64(0), *(jpeg_rows.decode_block(columns[k], s) for k, s in shapes.items() if s)]
+    return [
+        np.int64(0),
+        *(jpeg_blocks.decode_jpeg_block(columns[k], s) for k, s in shapes.items() if s),
+    ]
 
 
 def supports(element_spec) -> bool:
@@ -145,9 +148,9 @@ class Arena:
             if live:
                 _prefault(rows)
             if key in self.encoded and live:
-                decoded.append(jpeg_rows.decode_into(column, rows))
+                decoded.append(jpeg_blocks.decode_jpeg_block_into(column, rows))
             elif key in self.encoded:  # An abandoned fill still decodes its batch.
-                decoded.append(jpeg_rows.decode_block(column, self.shapes[key]))
+                decoded.append(jpeg_blocks.decode_jpeg_block(column, self.shapes[key]))
             elif live:
                 rows[...] = column
         if live:

@@ -4,8 +4,8 @@
       ├ stored JPEGs at the output size, fixed-size features (the default path):
       │   shuffle the serialized records ─ batch ─ parse the block (one op)
       │   ├ cache=True: the arena (memory_cache): epoch 1 decodes each block
-      │   │   into its rows (jpeg_rows), later epochs gather a global permutation
-      │   └ no cache: decode the block (jpeg_rows)
+      │   │   into its rows (jpeg_blocks), later epochs gather a global permutation
+      │   └ no cache: decode the block (jpeg_blocks)
       └ otherwise: map(parse, decode + resize per example) ─ cache ─ shuffle ─ batch
       ─ to float32, per batch (the arena: in its write or gather function)
       ─ repeat ─ prefetch ─ assert_cardinality

@@ -1,13 +1,13 @@
-"""Decoding a block of JPEGs straight into the rows of an array, with simplejpeg.
+"""Decoding a block of same-size JPEGs at once, with simplejpeg (libjpeg-turbo).
 
 Where every stored image already has the output size (config '224' read at 224),
-each decoded image has a place before it is decoded: its row of the in-memory
-cache's arena (`memory_cache`). Decoding there skips a tensor allocation and a
+each decoded image has a place before it is decoded: its row of the reader's
+in-memory cache, or of a batch. Decoding there skips a tensor allocation and a
 copy per image. simplejpeg (libjpeg-turbo) releases the GIL while it decodes, so
 the reader's parallel map keeps every core busy. With the fast integer DCT and
 smooth ("fancy") chroma upsampling it gives exactly the pixels of
 `tf.io.decode_jpeg(channels=3)` with TensorFlow's defaults, which every other path
-of the reader (and `tfds.load`) uses; `tests/read/test_jpeg_rows.py` checks it.
+of the reader (and `tfds.load`) uses; `tests/read/test_jpeg_blocks.py` checks it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import simplejpeg
 
 
-def decode_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Decodes `jpegs[i]` into `rows[i]` ([n, H, W, 3] uint8) and returns `rows`.
 
     An image that is not a JPEG of exactly H x W is an error that says which,
@@ -34,9 +34,9 @@ def decode_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return rows
 
 
-def decode_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+def decode_jpeg_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     """Decodes a block of JPEGs of one known shape into a new [n, *shape] uint8 array."""
-    return decode_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
+    return decode_jpeg_block_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
 
 
 def _message(i: int, rows: np.ndarray, problem: str) -> str:

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from fast_tfds.read import jpeg_rows, records
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.read import records
 from fast_tfds.read.decode import decode_jpeg_blocks
 
 
@@ -30,7 +31,7 @@ def test_the_pixels_of_the_built_dataset_are_tensorflows(cats_builder):
     serialized = records.read_records(instructions, shuffle=False, seed=None, deterministic=True)
     jpegs = np.array([tf.io.parse_single_example(s, spec)["image"].numpy() for s in serialized])
     assert len(jpegs) > 20
-    got = jpeg_rows.decode_block(jpegs, (224, 224, 3))
+    got = jpeg_blocks.decode_jpeg_block(jpegs, (224, 224, 3))
     expected = np.stack([tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs])
     np.testing.assert_array_equal(got, expected)
 
@@ -42,14 +43,14 @@ def test_the_pixels_of_the_built_dataset_are_tensorflows(cats_builder):
 )
 def test_other_jpeg_kinds_match_tensorflow(mode, save):
     jpegs = np.array([_jpeg(48, 64, mode, **save) for _ in range(3)], dtype=object)
-    got = jpeg_rows.decode_block(jpegs, (48, 64, 3))
+    got = jpeg_blocks.decode_jpeg_block(jpegs, (48, 64, 3))
     expected = np.stack([tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs])
     np.testing.assert_array_equal(got, expected)
 
 
 def test_rows_are_decoded_in_place():
     rows = np.zeros((2, 48, 64, 3), np.uint8)
-    out = jpeg_rows.decode_into(np.array([_jpeg(48, 64)] * 2, dtype=object), rows)
+    out = jpeg_blocks.decode_jpeg_block_into(np.array([_jpeg(48, 64)] * 2, dtype=object), rows)
     assert out is rows and rows.any()
 
 
@@ -61,7 +62,7 @@ def test_rows_are_decoded_in_place():
 def test_an_image_of_another_size_or_kind_is_a_clear_error(jpeg, problem):
     jpegs = np.array([_jpeg(48, 64), jpeg], dtype=object)
     with pytest.raises(ValueError, match=f"image 1 of a block is not a 48x64 RGB JPEG.*{problem}"):
-        jpeg_rows.decode_block(jpegs, (48, 64, 3))
+        jpeg_blocks.decode_jpeg_block(jpegs, (48, 64, 3))
 
 
 def test_the_error_reaches_the_dataset_user_with_its_message():
