@@ -9,21 +9,20 @@ HERE = Path(__file__).parent
 # The sample archives (`fast-tfds demo`, `fast-tfds sample`): real photographs
 # shipped inside scikit-image, and a progress bar.
 DEMO = ["scikit-image>=0.22", "tqdm>=4.60"]
-# `fast-tfds bench`: the samples, memory figures and the chart.
+# The benchmark (`python -m benchmarks`, from a clone): the samples, memory figures and the
+# chart. Its PyTorch rows run where torch is installed; it is no extra, so that a CPU
+# machine is never handed PyPI's CUDA build of torch (see README: install).
 BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
 # The loader for JAX and PyTorch users (fast_tfds.loader): ArrayRecord files read
 # with Grain, JPEGs decoded with simplejpeg (a core dependency) and resized with
 # OpenCV; no TensorFlow.
 LOADER = [
     "grain>=0.2.18",
-    "array_record>=0.8",
+    "array_record>=0.8.1",
     "opencv-python-headless>=4.8",
+    # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
+    "protobuf>=5.28.3",
 ]
-# The benchmark's PyTorch rows (ImageFolder + DataLoader, the torch adapter). PyPI's
-# Linux wheels bundle CUDA (several GB); for CPU-only wheels install torch and
-# torchvision from PyTorch's CPU index first. Not part of the test extra: CI skips
-# the tests that need torch.
-TORCH = ["torch>=2.4", "torchvision>=0.19"]
 TEST = [
     "pytest>=8.0",
     "pytest-xdist>=3.5",
@@ -34,14 +33,23 @@ TEST = [
 
 setup(
     name="fast-image-tfds",
-    version="1.0.0",
+    version="1.1.0",
     description=(
         "TFDS builders for Cats vs Dogs and Stanford Dogs with a fast tf.data reader "
         "(interleave, parallel decode, uint8 cache, prefetch)."
     ),
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
-    python_requires=">=3.11,<3.13",
+    # What the code needs; TensorFlow decides the rest (2.18-2.19: Python <= 3.12, 2.20 and
+    # newer: 3.13 too). Tested on Python 3.11.
+    python_requires=">=3.11",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     packages=[
         "fast_tfds",
         "fast_tfds.core",
@@ -64,20 +72,21 @@ setup(
         "fast_tfds.checksums": ["*.tsv"],
     },
     install_requires=[
-        # CPU wheels are enough for building and for CI; GPU users install
-        # "tensorflow[and-cuda]==2.21.*" on top (see README).
-        "tensorflow==2.21.*",
-        "tensorflow-datasets==4.9.10",
+        # Ranges, tested at both ends: CI runs the whole suite on constraints/lock.txt
+        # and the smoke checks on constraints/lowest.txt. GPU machines add
+        # "tensorflow[and-cuda]" in the same range (see README).
+        "tensorflow>=2.18,<3",
+        "tensorflow-datasets>=4.9.8,<5",
+        "numpy>=1.26",
         "pillow>=10.0",
-        # The arena cache decodes JPEGs straight into its rows (fast_tfds/read/jpeg_blocks.py).
+        # Blocks of same-size JPEGs decode straight into the reader's rows
+        # (fast_tfds/core/jpeg_blocks.py).
         "simplejpeg>=1.8,<2",
-        # TFDS 4.9.10 imports importlib_resources without declaring it.
+        # TFDS imports importlib_resources without declaring it.
         "importlib_resources>=6.0",
-        # The `tfds` CLI fails at import without these two.
-        "apache-beam>=2.60",
+        # The `tfds` CLI (4.9.8 to 4.9.10) fails at import without these two.
+        "apache-beam>=2.61",
         "mlcroissant>=1.0",
-        # TF 2.21 needs protobuf >= 6.31.1; older pins from beam would break it.
-        "protobuf>=6.31.1",
         # Stanford Dogs' train/test lists are MATLAB .mat files.
         "scipy>=1.10",
         # The quick look at a source URL before TFDS downloads it (TFDS uses them too).
@@ -87,7 +96,7 @@ setup(
     extras_require={
         "demo": DEMO,
         "loader": LOADER,
-        "bench": sorted({*BENCH, *LOADER, *TORCH}),
+        "bench": sorted({*BENCH, *LOADER}),
         # The tests cover the samples, the benchmark and the loader too (not torch).
         "test": sorted({*DEMO, *BENCH, *LOADER, *TEST}),
     },

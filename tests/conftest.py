@@ -13,6 +13,22 @@ from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
 
 CATS_PER_CLASS = 20
 
+# The smoke subset (`pytest -m smoke`): building, reading and the loader, end to end.
+# scripts/check_install.sh runs it at the lowest supported versions of the dependencies.
+SMOKE_MODULES = (
+    "tests/datasets/test_cats_vs_dogs_builder.py",
+    "tests/datasets/test_stanford_dogs_builder.py",
+    "tests/read/test_reader.py",
+    "tests/loader/test_loader.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SMOKE_MODULES:
+            item.add_marker(pytest.mark.smoke)
+
 
 @pytest.fixture(scope="session")
 def cats_sample(tmp_path_factory):
