@@ -12,8 +12,17 @@ of the reader (and `tfds.load`) uses; `tests/read/test_jpeg_blocks.py` checks it
 
 from __future__ import annotations
 
+import io
+import math
+from collections.abc import Callable, Sequence
+
+import cv2
 import numpy as np
+import PIL.Image
 import simplejpeg
+
+# (height, width) of the whole image -> (top, left, height, width) of the part to keep.
+Window = Callable[[int, int], tuple[int, int, int, int]]
 
 
 def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -37,6 +46,83 @@ def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def decode_jpeg_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     """Decodes a block of JPEGs of one known shape into a new [n, *shape] uint8 array."""
     return decode_jpeg_block_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
+
+
+def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = None) -> np.ndarray:
+    """Decodes one JPEG into `out` ([H, W, 3] uint8), resized to exactly H x W.
+
+    libjpeg-turbo decodes at a scale of n/8 in the DCT domain: asking for the smallest
+    scale whose result still covers the output skips most of the work of a full
+    decode. The rest is an area-average resize (OpenCV's INTER_AREA; bilinear where
+    it enlarges), close to `tf.image.resize(..., antialias=True)`; docs/reading.md
+    gives the measured difference. An image already at the output size is decoded
+    straight into `out`, with exactly TensorFlow's pixels. `window`, if given, picks
+    the part of the image to keep (a crop to a box) before the resize. A JPEG that
+    libjpeg-turbo rejects is decoded by Pillow, so it still arrives in its place.
+    """
+    out_height, out_width = out.shape[:2]
+    try:
+        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+        if window is None and (height, width) == (out_height, out_width):
+            simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
+            return out
+        top, left, crop_height, crop_width = (window or _whole)(height, width)
+        scale = min(1.0, max(out_height / crop_height, out_width / crop_width))
+        image = simplejpeg.decode_jpeg(
+            data,
+            colorspace="RGB",
+            fastdct=True,
+            min_height=math.ceil(height * scale),
+            min_width=math.ceil(width * scale),
+        )
+    except ValueError:  # simplejpeg's error for data it cannot decode.
+        image = _decode_with_pillow(data)
+        height, width = image.shape[:2]
+        top, left, crop_height, crop_width = (window or _whole)(height, width)
+    # The window in the pixels of the decoded (scaled) image.
+    fy, fx = image.shape[0] / height, image.shape[1] / width
+    y0, x0 = min(int(top * fy), image.shape[0] - 1), min(int(left * fx), image.shape[1] - 1)
+    y1 = max(y0 + 1, min(image.shape[0], round((top + crop_height) * fy)))
+    x1 = max(x0 + 1, min(image.shape[1], round((left + crop_width) * fx)))
+    _resize_into(image[y0:y1, x0:x1], out)
+    return out
+
+
+def decode_resized_block_into(
+    jpegs: Sequence[bytes], rows: np.ndarray, windows: Sequence[Window | None] | None = None
+) -> np.ndarray:
+    """`decode_resized_into` for each JPEG of a block, into `rows[i]`; returns `rows`."""
+    if len(jpegs) != len(rows):
+        raise ValueError(f"{len(jpegs)} JPEGs for {len(rows)} rows")
+    for i, data in enumerate(jpegs):
+        try:
+            decode_resized_into(data, rows[i], None if windows is None else windows[i])
+        except (OSError, ValueError) as err:
+            raise ValueError(_message(i, rows, f"it does not decode ({err})")) from None
+    return rows
+
+
+def _whole(height: int, width: int) -> tuple[int, int, int, int]:
+    return 0, 0, height, width
+
+
+def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
+    height, width = out.shape[:2]
+    if image.shape[:2] == (height, width):
+        out[...] = image
+        return
+    shrinks = image.shape[0] >= height and image.shape[1] >= width
+    cv2.resize(
+        np.ascontiguousarray(image),
+        (width, height),
+        dst=out,
+        interpolation=cv2.INTER_AREA if shrinks else cv2.INTER_LINEAR,
+    )
+
+
+def _decode_with_pillow(data: bytes) -> np.ndarray:
+    with PIL.Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
 
 
 def _message(i: int, rows: np.ndarray, problem: str) -> str:

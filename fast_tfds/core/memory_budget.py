@@ -1,0 +1,128 @@
+"""How much more memory this process may take, before a cache reserves it.
+
+A container's limit is not the machine's memory: Docker, Kubernetes pods, Colab and
+CI runners put the process in a cgroup whose memory limit is often far below what
+/proc/meminfo shows. Past that limit the kernel does not fail an allocation; it
+evicts the process's own pages (TensorFlow's code included) and the read crawls.
+So a cache asks first: the headroom of every cgroup the process is in (v1 and v2,
+found through /proc/self/cgroup), and the machine's MemAvailable, whichever is
+smaller; or the budget a user gave.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+# cgroup v1 writes "no limit" as a huge number near 2**63.
+_V1_UNLIMITED = 1 << 60
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryBudget:
+    """Bytes this process may still take, and what said so (for the log and errors)."""
+
+    bytes: int
+    source: str
+
+    def fits(self, need: int) -> bool:
+        return need <= self.bytes
+
+
+def available_memory(
+    cache_budget: int | None = None,
+    *,
+    proc: str | os.PathLike = "/proc",
+    cgroup_root: str | os.PathLike = "/sys/fs/cgroup",
+) -> MemoryBudget:
+    """The smallest of: `cache_budget` (if given), the cgroups' headroom, MemAvailable."""
+    if cache_budget is not None:
+        return MemoryBudget(int(cache_budget), f"cache_budget={cache_budget}")
+    candidates = [_cgroup_headroom(Path(proc), Path(cgroup_root)), _mem_available(Path(proc))]
+    known = [c for c in candidates if c is not None]
+    if not known:  # Not Linux, or /proc is hidden: nothing to go by but trust.
+        return MemoryBudget(1 << 62, "no limit found")
+    return min(known, key=lambda b: b.bytes)
+
+
+def _mem_available(proc: Path) -> MemoryBudget | None:
+    try:
+        for line in (proc / "meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return MemoryBudget(int(line.split()[1]) * 1024, "MemAvailable")
+    except OSError:
+        return None
+    return None
+
+
+def _cgroup_headroom(proc: Path, root: Path) -> MemoryBudget | None:
+    """The least headroom (limit - working set) over the process's cgroup and its parents."""
+    try:
+        lines = (proc / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: one unified hierarchy.
+            levels = _levels(root, path)
+            found = [_v2_level(level) for level in levels]
+        elif "memory" in controllers.split(","):
+            levels = _levels(root / "memory", path)
+            found = [_v1_level(level) for level in levels]
+        else:
+            continue
+        for headroom in filter(None, found):
+            if best is None or headroom.bytes < best.bytes:
+                best = headroom
+    return best
+
+
+def _levels(mount: Path, path: str) -> list[Path]:
+    """The cgroup's folder and its parents up to the mount. Inside a container the
+    path may name the host's hierarchy while the mount shows only the container's
+    own cgroup: then the mount itself is the process's cgroup."""
+    folder = mount / path.lstrip("/")
+    if not folder.is_dir():
+        folder = mount
+    levels = [folder]
+    while folder != mount and mount in folder.parents:
+        folder = folder.parent
+        levels.append(folder)
+    return levels
+
+
+def _v2_level(folder: Path) -> MemoryBudget | None:
+    limit = _read(folder / "memory.max")
+    if limit is None or limit == "max":
+        return None
+    used = _working_set(_read(folder / "memory.current"), folder, "inactive_file")
+    return MemoryBudget(max(0, int(limit) - used), f"the memory limit of cgroup {folder}")
+
+
+def _v1_level(folder: Path) -> MemoryBudget | None:
+    limit = _read(folder / "memory.limit_in_bytes")
+    if limit is None or int(limit) >= _V1_UNLIMITED:
+        return None
+    used = _working_set(_read(folder / "memory.usage_in_bytes"), folder, "total_inactive_file")
+    return MemoryBudget(max(0, int(limit) - used), f"the memory limit of cgroup {folder}")
+
+
+def _working_set(usage: str | None, folder: Path, inactive_key: str) -> int:
+    """Usage less the page cache that the kernel drops first, as kubelet counts it."""
+    if usage is None:
+        return 0
+    inactive = 0
+    for line in (_read(folder / "memory.stat") or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key == inactive_key:
+            inactive = int(value)
+    return max(0, int(usage) - inactive)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
