@@ -14,12 +14,10 @@ DEMO = ["scikit-image>=0.22", "tqdm>=4.60"]
 # machine is never handed PyPI's CUDA build of torch (see README: install).
 BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
 # The loader for JAX and PyTorch users (fast_tfds.loader): ArrayRecord files read
-# with Grain, JPEGs decoded with simplejpeg (a core dependency) and resized with
-# OpenCV; no TensorFlow.
+# with Grain, JPEGs decoded by the core's block decoder; no TensorFlow.
 LOADER = [
     "grain>=0.2.18",
     "array_record>=0.8.1",
-    "opencv-python-headless>=4.8",
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
@@ -82,6 +80,8 @@ setup(
         # Blocks of same-size JPEGs decode straight into the reader's rows
         # (fast_tfds/core/jpeg_blocks.py).
         "simplejpeg>=1.8,<2",
+        # ... and resized there, at any output size (area average, SIMD).
+        "opencv-python-headless>=4.8.0.76",
         # TFDS imports importlib_resources without declaring it.
         "importlib_resources>=6.0",
         # The `tfds` CLI (4.9.8 to 4.9.10) fails at import without these two.

@@ -1,0 +1,128 @@
+"""Cache rows in a memory-mapped file on local disk, for caches larger than the memory budget.
+
+The rows have the same layout as in memory; the kernel's page cache keeps as
+many of them in memory as the budget allows and reads the rest back from disk,
+instead of the process thrashing against its memory limit.
+
+A file holds the rows of one process's cache and is never reused by another run,
+so a fill that was killed half-way is never trusted. Its owner holds an exclusive
+`flock` on it while it lives; a file whose lock is free belongs to a process that
+is gone, and the next cache made in the folder (or `fast-tfds cache clean`) removes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import mmap
+import os
+import shutil
+import uuid
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+PREFIX = "arena-"
+SUFFIX = ".rows"
+CACHE_DIR_ENV = "FAST_TFDS_CACHE_DIR"
+
+
+def default_folder() -> Path:
+    """$FAST_TFDS_CACHE_DIR, else $XDG_CACHE_HOME/fast_tfds, else ~/.cache/fast_tfds."""
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fast_tfds"
+
+
+class NotEnoughRoom(ValueError):
+    """Neither memory nor the cache folder can hold the cache; the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArenaFile:
+    """A cache file in a folder: whose it is and whether its owner still runs."""
+
+    path: Path
+    size: int
+    in_use: bool
+
+
+def check_room(folder: Path, need: int) -> None:
+    """Raises NotEnoughRoom unless `folder` (made if missing) has `need` bytes free."""
+    folder.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(folder)
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise NotEnoughRoom(f"the cache needs {_gib(need)} and {folder} has {_gib(free)} free")
+
+
+def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A [*shape] array over a new file in `folder`, removed when the array is freed."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    nbytes = max(count * dtype.itemsize, 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.ftruncate(fd, nbytes)  # Sparse: disk blocks are used as rows are written.
+        region = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    array = np.frombuffer(region, dtype, count=count).reshape(shape)
+    # The file goes with the last view of its rows (the mapping keeps the data
+    # readable after the unlink); the lock goes with the descriptor.
+    weakref.finalize(region, _remove, path, fd)
+    return array
+
+
+def find(folder: Path) -> list[ArenaFile]:
+    """The cache files in `folder`, and whether a running process holds each."""
+    files = []
+    for path in sorted(Path(folder).glob(f"{PREFIX}*{SUFFIX}")):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        files.append(ArenaFile(path, size, _locked(path)))
+    return files
+
+
+def remove_leftovers(folder: Path) -> list[Path]:
+    """Removes the files of processes that are gone; returns their paths."""
+    removed = []
+    for arena in find(folder):
+        if not arena.in_use:
+            arena.path.unlink(missing_ok=True)
+            removed.append(arena.path)
+    return removed
+
+
+def _locked(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _remove(path: Path, fd: int) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
