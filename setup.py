@@ -55,7 +55,6 @@ setup(
         "fast_tfds.read",
         "fast_tfds.samples",
         "fast_tfds.cli",
-        "fast_tfds.bench",
         "fast_tfds.loader",
         "fast_tfds.checksums",
         "cats_vs_dogs_fast",

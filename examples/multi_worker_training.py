@@ -18,7 +18,7 @@ worker with a tf.distribute.InputContext; each worker then reads its own
 disjoint subset of the split's shard files (>= 16 per split, so up to 16 workers)
 and batches --batch-size / (number of replicas) examples per replica, so that
 the global batch is --batch-size. Add --service grpc://HOST:PORT to have a tf.data
-service cluster decode the images instead (see fast_tfds.service).
+service cluster decode the images instead (see docs/scaling-out.md).
 """
 
 from __future__ import annotations

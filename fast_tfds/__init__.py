@@ -3,10 +3,13 @@
 Layers, each a subpackage, importing downward only:
 
     datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
-        -> fast_tfds.build (builders: sources, shards, skips, Beam)
-        -> fast_tfds.read  (the fast tf.data reader)
-        -> fast_tfds.loader (ArrayRecord + Grain numpy batches, without TensorFlow)
-    fast_tfds.cli, fast_tfds.bench, fast_tfds.samples: tooling on top of them.
+        -> fast_tfds.build  (builders: sources, shards, skips, Beam)
+        -> fast_tfds.read   (the fast tf.data reader)      -> fast_tfds.core
+        -> fast_tfds.loader (ArrayRecord + Grain batches)  -> fast_tfds.core
+    fast_tfds.core: what both readers share, without TensorFlow (builder lookup,
+        options, output sizes, the JPEG block decoder, dataset hooks, memory budget).
+    fast_tfds.cli, fast_tfds.samples, fast_tfds.quiet: tooling on top of them (the
+        benchmark lives in a clone of the repository, benchmarks/, and is not installed).
 
 The public API is re-exported here and loaded on first use, so that importing
 a submodule (the samples, a non-TensorFlow loader) does not load TensorFlow.
@@ -19,7 +22,7 @@ from fast_tfds.read._lazy import exports
 _EXPORTS = {
     "as_fast_dataset": "fast_tfds.read.reader",
     "read_split": "fast_tfds.read.reader",
-    "load_builder": "fast_tfds.read.reader",
+    "load_builder": "fast_tfds.core.builders",
     "as_fast_loader": "fast_tfds.loader",
     "ReadOptions": "fast_tfds.read.options",
     "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",

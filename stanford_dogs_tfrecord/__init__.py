@@ -6,12 +6,18 @@ ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
 loader = stanford_dogs_tfrecord.as_fast_loader("train", crop_to_box=True, seed=0)  # JAX, PyTorch
 """
 
+from fast_tfds.core import hooks
+from stanford_dogs_tfrecord.hook import StanfordDogsHook
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
 
 # The readers are imported when used (TensorFlow for as_fast_dataset, Grain for
 # as_fast_loader), so `import stanford_dogs_tfrecord` loads neither.
 
 NAME = Builder.name
+
+# crop_to_box, with_boxes and max_boxes, for these functions and for the generic
+# fast_tfds.as_fast_dataset / as_fast_loader of this dataset alike.
+hooks.register(NAME, StanfordDogsHook())
 
 
 def as_fast_dataset(
@@ -47,17 +53,15 @@ def as_fast_dataset(
         caches them too.
     """
     from fast_tfds.read import reader
-    from stanford_dogs_tfrecord import boxes
 
-    ds = reader.as_fast_dataset(
+    return reader.as_fast_dataset(
         NAME,
         split,
-        **boxes.reader_options(
-            with_boxes=with_boxes, crop_to_box=crop_to_box, as_supervised=as_supervised
-        ),
+        with_boxes=with_boxes,
+        crop_to_box=crop_to_box,
+        as_supervised=as_supervised,
         **options,
     )
-    return boxes.finish(ds, with_boxes=with_boxes, as_supervised=as_supervised)
 
 
 def as_fast_loader(

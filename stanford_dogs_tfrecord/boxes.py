@@ -1,4 +1,4 @@
-"""The `crop_to_box` and `with_boxes` options of `stanford_dogs_tfrecord.as_fast_dataset`.
+"""The tf.data side of Stanford Dogs' `crop_to_box` and `with_boxes` (see `hook`).
 
 Both run inside the shared reader's `transform` hook, on each example right
 after parsing, while the image is still JPEG bytes and before the cache, so a
@@ -16,37 +16,35 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from stanford_dogs_tfrecord import crops
+
 AUTOTUNE = tf.data.AUTOTUNE
 
 
+def tensorflow_ops() -> crops.ArrayOps:
+    """`crops.pixel_window`'s operations as TensorFlow ops (for the graph of a tf.data map)."""
+    return crops.ArrayOps(
+        round=tf.round,
+        minimum=tf.minimum,
+        maximum=tf.maximum,
+        to_float64=lambda x: tf.cast(x, tf.float64),
+        to_int=lambda x: tf.cast(x, tf.int32),
+    )
+
+
 def crop_window(bbox: tf.Tensor, image_shape: tf.Tensor) -> tf.Tensor:
-    """[y, x, height, width] in pixels of the first box, or of the whole image if none.
+    """int32 [y, x, height, width] in pixels of the first box, or of the whole image if
+    none: the window of `crops.pixel_window`, as the loader computes it in numpy.
 
     Args:
       bbox: float [n, 4] boxes (ymin, xmin, ymax, xmax), normalized to [0, 1].
       image_shape: int [>= 2] (height, width, ...) of the stored image, e.g.
         from `tf.io.extract_jpeg_shape`.
-
-    The box edges are rounded to the nearest pixel (half to even), then the
-    window is kept inside the image and at least 1x1 pixel.
     """
-    height = tf.cast(image_shape[0], tf.int32)
-    width = tf.cast(image_shape[1], tf.int32)
-
-    def first_box() -> tf.Tensor:
-        box = tf.cast(bbox[0], tf.float64)
-        size = tf.cast(tf.stack([height, width, height, width]), tf.float64)
-        ymin, xmin, ymax, xmax = tf.unstack(tf.cast(tf.round(box * size), tf.int32))
-        y = tf.clip_by_value(ymin, 0, height - 1)
-        x = tf.clip_by_value(xmin, 0, width - 1)
-        y_end = tf.clip_by_value(ymax, y + 1, height)
-        x_end = tf.clip_by_value(xmax, x + 1, width)
-        return tf.stack([y, x, y_end - y, x_end - x])
-
-    def whole_image() -> tf.Tensor:
-        return tf.stack([0, 0, height, width])
-
-    return tf.cond(tf.shape(bbox)[0] > 0, first_box, whole_image)
+    # The whole-image box after the image's own: row 0 is the first box, if any.
+    boxes = tf.concat([tf.cast(tf.reshape(bbox, [-1, 4]), tf.float64), [crops.WHOLE_IMAGE]], 0)
+    window = crops.pixel_window(boxes[0], image_shape[0], image_shape[1], tensorflow_ops())
+    return tf.stack(window)
 
 
 def crop_to_first_box(jpeg: tf.Tensor, bbox: tf.Tensor) -> tf.Tensor:

@@ -1,16 +1,23 @@
 """The layers import downward only, and no project module takes part in an import cycle.
 
-    datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord) ─> fast_tfds.build ─> fast_tfds.read
-                                                         ─> fast_tfds.loader
-    tooling (fast_tfds.cli, fast_tfds.bench, fast_tfds.samples) ─> any of the above
+    datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
+        ─> fast_tfds.build ─> fast_tfds.read ─> fast_tfds.core
+        ─> fast_tfds.loader ──────────────────> fast_tfds.core
+    tooling (fast_tfds.cli, fast_tfds.samples) ─> any of the above
+    (the benchmark, benchmarks/ at the repository root, is not installed and not a layer)
 
-`loader` (the Grain reader for JAX and PyTorch, its own extra) is a leaf beside
-`read`: it imports no other layer, and the datasets import it only at call time.
+`core` (TensorFlow-free: builder lookup, options, output sizes, the JPEG block
+decoder, crop hooks, memory budget, disk arena) is what both back ends share; it
+imports nothing else of ours. `quiet` (TensorFlow's quiet start-up) is a leaf
+the tooling uses.
 
-`read` is the bottom: it reads any built TFDS image dataset, a shared folder
-without our builders included, so it never imports `build`. `build` uses
-`read` in one place, the `FastImageBuilder.as_fast_dataset` convenience method
-(a call-time import): a one-way edge, which the cycle check keeps one-way.
+`loader` (the Grain reader for JAX and PyTorch, its own extra) is a back end
+beside `read`: it imports only `core`, and the datasets import it only at call time.
+
+`read` never imports `build`: it reads any built TFDS image dataset, a shared
+folder without our builders included. `build` uses `read` in one place, the
+`FastImageBuilder.as_fast_dataset` convenience method (a call-time import): a
+one-way edge, which the cycle check keeps one-way.
 
 Two checks, for two kinds of mistakes:
 - static: every import statement of every project module, function-level
@@ -20,7 +27,7 @@ Two checks, for two kinds of mistakes:
   looked at: this also catches an import made some other way (importlib, a
   package `__init__` re-export) that the static check cannot see.
 
-Third-party packages that only an extra (`pip install .[demo]`, `[bench]`,
+Third-party packages that only an extra (`pip install .[loader]`, `[demo]`,
 `[test]`) installs are read from setup.py: a library module that imports one
 would fail on a plain `pip install .`.
 """
@@ -43,19 +50,20 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 # layer -> the layers its modules may import. A dataset package may also import
 # its own modules (never the other dataset's).
 MAY_IMPORT = {
-    "read": {"read"},
-    "loader": {"loader"},
-    "build": {"build", "read"},
-    "datasets": {"build", "read", "loader"},
-    "api": {"build", "read", "loader"},  # fast_tfds/__init__: the public API re-exported
-    "samples": {"samples"},  # a leaf of the tooling: the demo and the bench both use it
-    "bench": {"bench", "build", "read", "loader", "samples", "cli"},  # cli.quiet
-    "cli": {"cli", "bench", "build", "read", "samples", "datasets"},
+    "core": {"core"},
+    "quiet": {"quiet"},
+    "read": {"read", "core"},
+    "loader": {"loader", "core"},
+    "build": {"build", "read", "core"},
+    "datasets": {"build", "read", "loader", "core"},
+    "api": {"build", "read", "loader", "core"},  # fast_tfds/__init__: the public API re-exported
+    "samples": {"samples"},  # a leaf of the tooling: the demo and the benchmark both use it
+    "cli": {"cli", "build", "read", "core", "quiet", "samples", "datasets"},
 }
 # `loader` is not here: it needs its extra ([loader]), and without it fails at
 # import with a message that names the extra (tests/loader checks that).
-LIBRARY = ("api", "read", "build", "datasets")
-TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.bench", "fast_tfds.samples")
+LIBRARY = ("api", "core", "read", "build", "datasets")
+TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.samples", "fast_tfds.quiet")
 
 
 # -- the project's modules and their imports ------------------------------------

@@ -16,15 +16,17 @@
 from __future__ import annotations
 
 import importlib.resources
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import tensorflow_datasets as tfds
 from etils import epath
 
-from fast_tfds.build import guard, parallel, sources
+from fast_tfds.build import errors, guard, parallel, sources
 from fast_tfds.build.examples import KeyExample, Skipped, SkipReport
 from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
+from fast_tfds.core import commands
 
 SIZE_224 = 224
 
@@ -53,7 +55,7 @@ def image_configs(resize_note: str = "") -> list[ImageConfig]:
             image_size=SIZE_224,
             description=(
                 "Images resized to 224x224 at build time (Pillow bilinear with "
-                "antialiasing, aspect ratio not kept, as the seeds' tf.image.resize "
+                "antialiasing, aspect ratio not kept, as tf.image.resize(image, (224, 224)) "
                 "does at read time), stored as RGB baseline JPEG quality 90." + resize_note
             ),
         ),
@@ -83,6 +85,8 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """
 
     def __init__(self, **kwargs):
+        # Under `tfds build`, our BuildErrors print as one line (see `errors`).
+        errors.install_excepthook_under_tfds_cli()
         super().__init__(**kwargs)
         restore_alternative_file_formats(self.info)
 
@@ -109,7 +113,22 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     def source_path(self, dl_manager: tfds.download.DownloadManager, url: str) -> epath.Path:
         """The manual dir's file of the URL's name if there is one, else the download."""
-        return sources.source_path(dl_manager, url, dataset=self.name, url_infos=self.url_infos)
+        return sources.source_path(
+            dl_manager,
+            url,
+            dataset=self.name,
+            url_infos=self.url_infos,
+            build_command=self.tfds_build_command(),
+        )
+
+    def tfds_build_command(self) -> str:
+        """The `tfds build` command that builds this dataset into this builder's data dir,
+        from any folder; error messages suggest it."""
+        # data_path is <data_dir>/<dataset>/<config>/<version>: both datasets have configs.
+        data_dir = self.data_path.parent.parent.parent
+        return commands.tfds_build_command(
+            self.name, module=type(self).__module__, data_dir=os.fspath(data_dir)
+        )
 
     # TFDS private API (a test names it, see tests/build/test_tfds_internals.py):
     # `_generate_splits` is where TFDS makes the split builder from the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import threading
 import warnings
 
 from PIL import Image, UnidentifiedImageError
@@ -58,27 +59,24 @@ def normalize_image(
     if not data:
         raise UndecodableImage("empty file")
     try:
-        with warnings.catch_warnings():
-            # PIL warns (and later raises) on huge images; we decide ourselves.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-            source_format = image.format or "unknown"
-            width, height = image.size
-            if width * height > MAX_PIXELS:
-                raise UndecodableImage(
-                    f"declares {width}x{height} pixels, over the {MAX_PIXELS:,} limit "
-                    "(decompression bomb?)"
-                )
-            if size is not None and source_format == "JPEG":
-                # Let libjpeg decode at 1/2, 1/4 or 1/8 scale when the target is
-                # small enough: several times faster and still >= the target.
-                image.draft("RGB", (size[1], size[0]))
-            image.load()
-            rgb = _to_rgb(image)
-            if size is not None and rgb.size != (size[1], size[0]):
-                rgb = rgb.resize((size[1], size[0]), Image.Resampling.BILINEAR)
-            out = io.BytesIO()
-            rgb.save(out, format="JPEG", quality=quality, progressive=False)
+        image = _open(data)
+        source_format = image.format or "unknown"
+        width, height = image.size
+        if width * height > MAX_PIXELS:
+            raise UndecodableImage(
+                f"declares {width}x{height} pixels, over the {MAX_PIXELS:,} limit "
+                "(decompression bomb?)"
+            )
+        if size is not None and source_format == "JPEG":
+            # Let libjpeg decode at 1/2, 1/4 or 1/8 scale when the target is
+            # small enough: several times faster and still >= the target.
+            image.draft("RGB", (size[1], size[0]))
+        image.load()
+        rgb = _to_rgb(image)
+        if size is not None and rgb.size != (size[1], size[0]):
+            rgb = rgb.resize((size[1], size[0]), Image.Resampling.BILINEAR)
+        out = io.BytesIO()
+        rgb.save(out, format="JPEG", quality=quality, progressive=False)
     except UndecodableImage:
         raise
     except UnidentifiedImageError:
@@ -89,6 +87,24 @@ def normalize_image(
             raise UndecodableImage("truncated image") from None
         raise UndecodableImage(f"corrupt image: {message}") from None
     return NormalizedImage(out.getvalue(), width, height, source_format)
+
+
+# Image.open is serialized (see _open): it only reads the header, a small part of the work.
+_OPEN_LOCK = threading.Lock()
+
+
+def _open(data: bytes) -> Image.Image:
+    """Image.open, without Pillow's warning about images over its own pixel limit.
+
+    Pillow warns between its limit and twice that (and raises above); our
+    MAX_PIXELS is lower, so we refuse those images ourselves. Silencing the
+    warning changes the process-wide warnings filters for a moment: the lock
+    keeps the builders' threads from interleaving there, so each puts back
+    exactly what it found.
+    """
+    with _OPEN_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(io.BytesIO(data))
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

@@ -39,9 +39,19 @@ _ARCHIVE_KINDS = {".zip": "zip", ".tar": "tar"}
 
 
 def source_path(
-    dl_manager: tfds.download.DownloadManager, url: str, *, dataset: str, url_infos=None
+    dl_manager: tfds.download.DownloadManager,
+    url: str,
+    *,
+    dataset: str,
+    url_infos=None,
+    build_command: str | None = None,
 ) -> epath.Path:
-    """The manual dir's file of the URL's name if there is one, else the download."""
+    """The manual dir's file of the URL's name if there is one, else the download.
+
+    `build_command` is the `tfds build` command that builds this dataset (see
+    `fast_tfds.core.commands.tfds_build_command`), which the errors complete with `--manual_dir`.
+    """
+    build_command = build_command or f"tfds build {dataset}"
     filename = filename_of(url)
     try:
         manual = dl_manager.manual_dir / filename
@@ -66,7 +76,9 @@ def source_path(
         try:
             downloads.check_url(url, expected_size=expected.size if expected else None)
         except downloads.DownloadProblem as problem:
-            raise DownloadFailedError(dataset, url, problem.reason, others) from None
+            raise DownloadFailedError(
+                dataset, url, problem.reason, others, build_command=build_command
+            ) from None
 
     temporary = _download_tmp_dirs(dl_manager, dataset)
     try:
@@ -74,24 +86,29 @@ def source_path(
     except NonMatchingChecksumError:
         logging.debug("%s: TFDS's checksum error for %s", dataset, url, exc_info=True)
         rejected = _remove_new_tmp_dirs(dl_manager, dataset, temporary)
-        raise SourceChecksumError(dataset, url, expected, rejected) from None
+        raise SourceChecksumError(
+            dataset, url, expected, rejected, build_command=build_command
+        ) from None
     except (download_util.DownloadError, requests.RequestException, OSError) as err:
         logging.debug("%s: the download of %s failed", dataset, url, exc_info=True)
         _remove_new_tmp_dirs(dl_manager, dataset, temporary)
-        raise DownloadFailedError(dataset, url, downloads.describe(err).reason, others) from None
+        reason = downloads.describe(err).reason
+        raise DownloadFailedError(
+            dataset, url, reason, others, build_command=build_command
+        ) from None
 
 
 def filename_of(url: str) -> str:
     return urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
 
 
-def _manual_dir_remedy(dataset: str, filename: str, others: list[str]) -> str:
+def _manual_dir_remedy(filename: str, others: list[str], build_command: str) -> str:
     also = ""
     if others:
         also = f" ({' and '.join(others)} too, if they cannot be downloaded either)"
     return (
         f"Get {filename} another way, put it in a folder{also} and build with "
-        f"`tfds build {dataset} --manual_dir FOLDER`, or in Python pass "
+        f"`{build_command} --manual_dir FOLDER`, or in Python pass "
         "download_config=tfds.download.DownloadConfig(manual_dir=FOLDER); a manual-dir "
         "file's checksum is not checked."
     )
@@ -100,12 +117,21 @@ def _manual_dir_remedy(dataset: str, filename: str, others: list[str]) -> str:
 class DownloadFailedError(BuildError):
     """A source archive could not be downloaded; the message says why and how to build without."""
 
-    def __init__(self, dataset: str, url: str, reason: str, others: list[str] = ()):
+    def __init__(
+        self,
+        dataset: str,
+        url: str,
+        reason: str,
+        others: list[str] = (),
+        *,
+        build_command: str | None = None,
+    ):
         self.url = url
         self.reason = reason
+        command = build_command or f"tfds build {dataset}"
         super().__init__(
             f"{dataset}: cannot download {url}: {reason}. "
-            + _manual_dir_remedy(dataset, filename_of(url), list(others))
+            + _manual_dir_remedy(filename_of(url), list(others), command)
         )
 
 
@@ -118,7 +144,7 @@ class SourceChecksumError(BuildError, NonMatchingChecksumError):
     has already deleted, or None if it was not found.
     """
 
-    def __init__(self, dataset: str, url: str, expected=None, rejected=None):
+    def __init__(self, dataset: str, url: str, expected=None, rejected=None, *, build_command=None):
         details = []
         if expected is not None:
             details.append(
@@ -132,7 +158,8 @@ class SourceChecksumError(BuildError, NonMatchingChecksumError):
         super().__init__(
             f"{dataset}: the download of {url} does not match its registered checksum"
             f"{details}{deleted}: the server or a proxy changed the file, or the download "
-            f"was cut short. " + _manual_dir_remedy(dataset, filename_of(url), [])
+            "was cut short. "
+            + _manual_dir_remedy(filename_of(url), [], build_command or f"tfds build {dataset}")
         )
 
 

@@ -1,8 +1,7 @@
-"""`fast-tfds`: sample archives, the offline demo, verify, cache, servers, and the benchmark.
+"""`fast-tfds`: sample archives, the offline demo, verify, cache and tf.data service servers.
 
 fast-tfds sample DIR        write look-alike source archives into DIR
-fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs the seeds' pipeline
-fast-tfds bench [options]   ours vs the seeds' and tfds.load pipelines (fast_tfds.bench)
+fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs a naive pipeline
 fast-tfds service ...       run a tf.data service dispatcher or worker
 fast-tfds verify PATH...    check built datasets: shards present, records intact, counts
 fast-tfds cache list|clean  the reader's file caches in a folder: list them, remove old ones
@@ -12,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from fast_tfds.cli import cache, demo, service, verify
+from fast_tfds.quiet import quiet_environment
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(run=demo.sample_command)
 
     p = sized["demo"] = commands.add_parser(
-        "demo", help="the offline main job: sample, tfds build, stream"
+        "demo", help="offline end to end: write samples, tfds build them, stream them"
     )
     p.add_argument("--workdir", default=os.fspath(demo.DEFAULT_WORKDIR))
     demo.add_sample_size_options(p)
@@ -43,18 +42,15 @@ def main(argv: list[str] | None = None) -> None:
     verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
     cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's file caches
 
-    # fast-tfds bench: its options live in fast_tfds.bench (also `python -m fast_tfds.bench`).
-    commands.add_parser("bench", help="benchmark vs the seeds and tfds.load (bench --help)")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:
-        from fast_tfds.bench import main as bench
-
-        bench.main(argv[1:])
-        return
-
     args = parser.parse_args(argv)
     if args.command in sized:
         demo.check_sample_size(sized[args.command], args)
+    # This program's own choices, never made on import of the library: TensorFlow
+    # starts quietly, and a BuildError is one line instead of a traceback.
+    quiet_environment()
+    from fast_tfds.build.errors import install_excepthook
+
+    install_excepthook()
     args.run(args)
 
 

@@ -1,6 +1,7 @@
-"""`fast-tfds demo` and `fast-tfds sample`: the offline main job.
+"""`fast-tfds demo` and `fast-tfds sample`: the whole path, offline, on sample archives.
 
-sample archives -> the real `tfds build` -> as_fast_dataset(), next to the seeds' pipeline.
+sample archives -> the real `tfds build` -> as_fast_dataset(), next to the TFDS course
+notebook's naive pipeline.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fast_tfds.quiet import NOISE, quiet_tensorflow
+from fast_tfds.quiet import NOISE, QUIET_ENV, quiet_tensorflow
 
 DEFAULT_WORKDIR = Path("fast_tfds_demo")
 # What a user wants to see of a build: the manual-dir note, the skip summary,
@@ -62,7 +63,7 @@ def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: boo
     if overwrite:
         command.append("--overwrite")
     print("$ tfds " + " ".join(command[3:]))
-    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, **QUIET_ENV}
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     output = (done.stdout + done.stderr).splitlines()
     if done.returncode != 0:
@@ -84,7 +85,7 @@ def demo(args: argparse.Namespace) -> None:
     import tensorflow_datasets as tfds
 
     import cats_vs_dogs_fast
-    from fast_tfds.bench import baselines
+    from fast_tfds.cli import baseline
 
     original = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
     skipped = original.info.metadata.get("skipped", {}).get("train", {})
@@ -98,7 +99,7 @@ def demo(args: argparse.Namespace) -> None:
         "\nStreaming (images/s, best of 2 interleaved rounds; this CPU's clock swings, "
         "so compare within a run):"
     )
-    naive_files = baselines.shard_files(original)
+    naive_files = baseline.shard_files(original)
 
     def fast(**options):
         return cats_vs_dogs_fast.as_fast_dataset(
@@ -109,7 +110,10 @@ def demo(args: argparse.Namespace) -> None:
     rates: dict[str, list[float]] = {}
     for _round in range(2):
         rows = [
-            ("seeds' naive pipeline (original records, float32)", baselines.seed_naive(naive_files))
+            (
+                "TFDS course notebook's naive pipeline (float32)",
+                baseline.naive_pipeline(naive_files),
+            )
         ]
         cached = fast(cache=True)
         rows += [
@@ -118,27 +122,28 @@ def demo(args: argparse.Namespace) -> None:
             ("as_fast_dataset(dtype=tf.uint8, cache=False)", fast(cache=False, dtype=tf.uint8)),
         ]
         for label, ds in rows:
-            n, seconds, _ = baselines.time_epoch(ds)
+            n, seconds, _ = baseline.time_epoch(ds)
             rates.setdefault(label, []).append(n / seconds)
     naive = max(next(iter(rates.values())))
     for label, values in rates.items():
         print(f"  {label:<58} {max(values):7.0f}  {max(values) / naive:4.1f}x")
-    stream_stanford_dogs(data_dir, baselines)
+    stream_stanford_dogs(data_dir)
     print(
-        "\nOn a 2-core CPU the float32 conversion costs a large share of the time; with an "
-        "accelerator, stream dtype=tf.uint8 and rescale on the device. "
-        "Full figures: fast-tfds bench."
+        "\nOn a CPU with few cores the float32 conversion costs a large share of the time; "
+        "with an accelerator, stream dtype=tf.uint8 and rescale on the device. "
+        "Full figures: python -m benchmarks, in a clone of the repository."
     )
 
 
-def stream_stanford_dogs(data_dir: Path, baselines) -> None:
+def stream_stanford_dogs(data_dir: Path) -> None:
     import stanford_dogs_tfrecord
+    from fast_tfds.cli import baseline
 
     ds = stanford_dogs_tfrecord.as_fast_dataset(
         "train", data_dir=data_dir, crop_to_box=True, download_and_prepare=False
     )
-    first_epoch = baselines.time_epoch(ds)
-    second_epoch = baselines.time_epoch(ds)
+    first_epoch = baseline.time_epoch(ds)
+    second_epoch = baseline.time_epoch(ds)
     print(
         f"  stanford_dogs_tfrecord as_fast_dataset(crop_to_box=True), "
         f"{first_epoch[0]} images: epoch 1 {first_epoch[0] / first_epoch[1]:.0f}, "

@@ -81,10 +81,24 @@ def verify_version_folder(folder: str, report: Report) -> None:
                 if problem:
                     report.problems.append(f"{os.fspath(path)}: {problem} [{split_name}]")
     if len(report.problems) > problems_before:
-        config = f" --config {info.config_name}" if info.config_name else ""
-        stored = info.file_format.file_suffix if info.file_format else "tfrecord"
-        file_format = "" if stored == "tfrecord" else f" --file_format {stored}"
-        report.rebuild[folder] = f"tfds build {info.name}{config}{file_format} --overwrite"
+        report.rebuild[folder] = rebuild_command(folder, info)
+
+
+def rebuild_command(folder: str, info) -> str:
+    """The `tfds build` command that rebuilds the version folder `folder` in place."""
+    from fast_tfds.core.commands import tfds_build_command
+
+    options = ("--config", info.config_name) if info.config_name else ()
+    stored = info.file_format.file_suffix if info.file_format else "tfrecord"
+    if stored != "tfrecord":
+        options += ("--file_format", stored)
+    # <data_dir>/<dataset>[/<config>]/<version>
+    data_dir = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    if info.config_name:
+        data_dir = os.path.dirname(data_dir)
+    return tfds_build_command(
+        info.name, module=info.module_name, data_dir=data_dir, options=(*options, "--overwrite")
+    )
 
 
 def check_shard(path: str, expected: int) -> str | None:
@@ -157,7 +171,11 @@ def print_report(report: Report, out=None) -> int:
         if folder not in bad:
             print(f"OK      {folder}", file=out)
     for folder, command in report.rebuild.items():
-        print(f"REBUILD {folder}: `{command}` (with the same --data_dir and sources)", file=out)
+        print(
+            f"REBUILD {folder}: `{command}` (add --manual_dir FOLDER if it was built from "
+            "local copies of the source archives)",
+            file=out,
+        )
     if report.problems:
         print(f"{len(report.problems)} problem(s) in {len(report.checked)} dataset(s).", file=out)
         return 1

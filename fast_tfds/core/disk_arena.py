@@ -89,7 +89,7 @@ def find(folder: Path) -> list[ArenaFile]:
             size = path.stat().st_size
         except FileNotFoundError:
             continue
-        files.append(ArenaFile(path, size, _locked(path)))
+        files.append(ArenaFile(path, size, is_locked(path)))
     return files
 
 
@@ -103,10 +103,11 @@ def remove_leftovers(folder: Path) -> list[Path]:
     return removed
 
 
-def _locked(path: Path) -> bool:
+def is_locked(path: str | os.PathLike) -> bool:
+    """Whether a live process holds `flock` on `path` (the lock goes with its holder)."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -30,7 +30,9 @@ from typing import Any
 import grain
 import numpy as np
 
+from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.loader.examples import DecodeExample
+from fast_tfds.loader.options import LoaderOptions
 from fast_tfds.loader.source import SplitSource
 
 STATE_VERSION = 1
@@ -56,76 +58,44 @@ class FastLoader:
     workers (garbage collection does it too).
     """
 
-    def __init__(
-        self,
-        source: SplitSource,
-        decode: DecodeExample,
-        *,
-        batch_size: int,
-        shuffle: bool,
-        seed: int | None,
-        num_epochs: int | None,
-        drop_remainder: bool,
-        shard_index: int,
-        shard_count: int,
-        num_threads: int | None,
-        num_workers: int,
-        worker_buffer_size: int,
-    ):
+    def __init__(self, source: SplitSource, decode: DecodeExample, options: LoaderOptions):
         self._stream = None  # The running batch iterator, and the position it is at.
         self._stream_position = -1
-        if num_threads is None:
-            num_threads = len(os.sched_getaffinity(0))
-        _check_int("batch_size", batch_size, 1)
-        _check_int("shard_count", shard_count, 1)
-        _check_int("num_threads", num_threads, 1)
-        _check_int("num_workers", num_workers, 0)
-        _check_int("worker_buffer_size", worker_buffer_size, 1)
-        if num_epochs is not None:
-            _check_int("num_epochs", num_epochs, 1)
-        if not isinstance(shard_index, int) or not 0 <= shard_index < shard_count:
-            raise ValueError(f"shard_index must be in [0, {shard_count}), got {shard_index!r}")
-        if len(source) < shard_count:
+        if len(source) < options.shard_count:
             raise ValueError(
-                f"{source.dataset} {source.split} has {len(source)} examples, fewer than "
-                f"shard_count={shard_count}"
+                f"shard_count={options.shard_count}: {source.dataset} {source.split} has "
+                f"only {len(source)} examples"
             )
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**32)
-        elif not isinstance(seed, int) or not 0 <= seed < 2**32:
-            raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
         self.source = source
         self.decode = decode
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.num_epochs = num_epochs
-        self.drop_remainder = drop_remainder
-        self.shard_index = shard_index
-        self.shard_count = shard_count
-        self.num_threads = num_threads
-        self.num_workers = num_workers
-        self.worker_buffer_size = worker_buffer_size
+        self.options = options
+        # Drawn once, and kept in the iterators' state, so that a resumed run
+        # continues with the same orders.
+        self.seed = (
+            random.SystemRandom().randrange(SEED_LIMIT) if options.seed is None else options.seed
+        )
+        self.num_threads = options.num_threads or len(os.sched_getaffinity(0))
         self.next_epoch = 0  # The epoch the next iter() starts with.
         self._epoch = self._one_epoch()
         if len(self._epoch) == 0:
             raise ValueError(
-                f"batch_size={batch_size} with drop_remainder leaves no batch of the "
-                f"{self.num_examples} examples of this shard"
+                f"batch_size={options.batch_size}: with drop_remainder it leaves no batch of "
+                f"the {self.num_examples} examples of this shard"
             )
 
     def _one_epoch(self) -> grain.MapDataset:
+        options = self.options
         ds = grain.MapDataset.source(self.source.records)
-        ds = ds[self.shard_index :: self.shard_count]
-        if self.shuffle:
+        ds = ds[options.shard_index :: options.shard_count]
+        if options.shuffle:
             ds = ds.shuffle(seed=self.seed)
         ds = ds.map(self.decode)
-        return ds.batch(self.batch_size, drop_remainder=self.drop_remainder)
+        return ds.batch(options.batch_size, drop_remainder=options.drop_remainder)
 
     @property
     def num_examples(self) -> int:
         """Examples per epoch in this shard (before drop_remainder)."""
-        return len(range(self.shard_index, len(self.source), self.shard_count))
+        return len(range(self.options.shard_index, len(self.source), self.options.shard_count))
 
     def __len__(self) -> int:
         """Batches per epoch."""
@@ -133,11 +103,11 @@ class FastLoader:
 
     def __iter__(self) -> FastLoaderIterator:
         start = self.next_epoch * len(self)
-        if self.num_epochs is None:
+        if self.options.num_epochs is None:
             stop = None
             self.next_epoch = sys.maxsize // len(self)
         else:
-            self.next_epoch += self.num_epochs
+            self.next_epoch += self.options.num_epochs
             stop = self.next_epoch * len(self)
         return FastLoaderIterator(self, start, stop)
 
@@ -155,7 +125,7 @@ class FastLoader:
             _RUNNING.add(self)
         batch = next(self._stream)
         self._stream_position = position + 1
-        if self.num_workers:
+        if self.options.num_workers:
             # Workers hand batches over in shared memory, which Grain frees when the
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy (~5% of the time) makes it a plain array.
@@ -172,11 +142,11 @@ class FastLoader:
                 num_threads=self.num_threads, prefetch_buffer_size=2 * self.num_threads
             )
         )
-        if self.num_workers:
+        if self.options.num_workers:
             ds = ds.mp_prefetch(
                 grain.MultiprocessingOptions(
-                    num_workers=self.num_workers,
-                    per_worker_buffer_size=self.worker_buffer_size,
+                    num_workers=self.options.num_workers,
+                    per_worker_buffer_size=self.options.worker_buffer_size,
                 )
             )
         return ds
@@ -192,15 +162,16 @@ class FastLoader:
 
     def state_key(self) -> dict[str, Any]:
         """What a saved position is valid for."""
+        options = self.options
         return {
             "dataset": self.source.dataset,
             "split": self.source.split,
             "num_examples": len(self.source),
-            "shard": [self.shard_index, self.shard_count],
-            "shuffle": self.shuffle,
+            "shard": [options.shard_index, options.shard_count],
+            "shuffle": options.shuffle,
             "seed": self.seed,
-            "batch_size": self.batch_size,
-            "drop_remainder": self.drop_remainder,
+            "batch_size": options.batch_size,
+            "drop_remainder": options.drop_remainder,
         }
 
 
@@ -276,8 +247,3 @@ def _copied(tree):
     if isinstance(tree, tuple):
         return tuple(_copied(value) for value in tree)
     return np.array(tree)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

@@ -9,21 +9,20 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import os
+import shlex
 from typing import Any
 
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import file_adapters
+
+from fast_tfds.core import sizes, splits
+from fast_tfds.core.builders import DatasetNotBuilt
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 
 
 class NoArrayRecordFiles(ValueError):
     """The dataset is built, but only as TFRecords; the message gives the command to convert."""
-
-
-class DatasetNotBuilt(ValueError):
-    """The dataset is not in the data dir and building it was not asked for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,52 +33,28 @@ class SplitSource:
     dataset: str  # e.g. 'cats_vs_dogs_fast/224/1.0.0'
     split: str
     stored_size: tuple[int, int] | None  # None: each image keeps its own size
-    has_boxes: bool
     label_names: tuple[str, ...]
 
     def __len__(self) -> int:
         return len(self.records)
 
 
-def builder_for(
-    name: str,
-    *,
-    data_dir: str | os.PathLike | None = None,
-    config: str | None = None,
-    builder_dir: str | os.PathLike | None = None,
-    download_and_prepare: bool = True,
-    download_config: tfds.download.DownloadConfig | None = None,
-) -> tfds.core.DatasetBuilder:
-    """The dataset's builder, built in ArrayRecord first if it is missing and that is allowed."""
-    if builder_dir is not None:
-        return tfds.builder_from_directory(os.fspath(builder_dir))
-    full_name = f"{name}/{config}" if config else name
-    builder = tfds.builder(full_name, data_dir=data_dir)
-    if builder.is_prepared():
-        return builder
-    if not download_and_prepare:
-        raise DatasetNotBuilt(
-            f"{full_name} is not built in {builder.data_dir}: build it with `tfds build "
-            f"{name} --file_format array_record`, or pass download_and_prepare=True"
-        )
-    builder.download_and_prepare(download_config=download_config, file_format=ARRAY_RECORD)
-    return builder
-
-
 def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     """The split (or slice) of a built dataset as raw records, from its ArrayRecord files."""
     info = builder.info
     if ARRAY_RECORD not in info.available_file_formats():
+        convert = shlex.join(
+            [
+                *("tfds", "convert_format", "--dataset_version_dir", str(builder.data_dir)),
+                *("--out_file_format", "array_record"),
+            ]
+        )
         raise NoArrayRecordFiles(
             f"{info.full_name} in {builder.data_dir} has only {info.file_format.value} "
-            "files; the loader reads ArrayRecord. Add ArrayRecord files next to them with "
-            f"`tfds convert_format --dataset_version_dir {builder.data_dir} "
-            "--out_file_format array_record`, or build with `--file_format array_record`"
+            f"files; the loader reads ArrayRecord. Add ArrayRecord files next to them with "
+            f"`{convert}`, or build with `--file_format array_record`"
         )
-    known = list(info.splits)
-    base = split.split("[", 1)[0]
-    if base not in known:
-        raise ValueError(f"unknown split {split!r} of {info.full_name}; it has {known}")
+    splits.split_info(info, split)
     raw = builder.as_data_source(
         split=split,
         file_format=ARRAY_RECORD,
@@ -90,13 +65,13 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     # unpickling imports the dataset's builder module in every worker.
     records = raw.data_source
     features = info.features
-    shape = features["image"].shape
-    stored_size = None if None in shape[:2] else (shape[0], shape[1])
     return SplitSource(
         records=records,
         dataset=info.full_name,
         split=split,
-        stored_size=stored_size,
-        has_boxes="objects" in features and "bbox" in features["objects"].feature,
+        stored_size=sizes.stored_size(features["image"].shape),
         label_names=tuple(features["label"].names),
     )
+
+
+__all__ = ["ARRAY_RECORD", "DatasetNotBuilt", "NoArrayRecordFiles", "SplitSource", "split_source"]

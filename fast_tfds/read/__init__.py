@@ -1,13 +1,25 @@
-"""The read layer: the fast tf.data reader shared by both datasets (see `reader`).
+"""The tf.data back end: the fast reader shared by both datasets (see `reader`).
 
-    shard files ─ interleave(TFRecordDataset) ─ map(parse + decode to uint8)
-      ─ cache(uint8) ─ shuffle ─ batch ─ map(to float32, per batch) ─ prefetch
+    shard files ─ interleave(TFRecordDataset) ─ the split's serialized records
+      ├ stored JPEGs at the output size, fixed-size features:
+      │   shuffle the records ─ batch ─ parse the block (one op)
+      │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block into its arena
+      │   │   rows; later epochs gather batches by a permutation of the split
+      │   └ Plan.BLOCK_STREAM (cache=False): decode the block
+      └ otherwise: parse + decode (+ resize, transform) one example at a time,
+        on the tf.data service's workers when `service` is given
+          ├ Plan.ARENA_OF_EXAMPLES (cache=True, fixed-size): shuffle ─ batch ─
+          │   copied into the arena in epoch 1; later epochs gather from it
+          └ Plan.PER_EXAMPLE: cache (memory or files) ─ shuffle ─ batch
+      ─ to float32, once per batch ─ repeat ─ prefetch ─ assert_cardinality
 
-`records` reads the shards, `decode` parses and decodes, `memory_cache` keeps
-decoded images in an arena between epochs, `cache` in files, `service` hands
-decoding to a tf.data service cluster, `options` validates the keywords, and
-`reader` composes them. The names below load on first use, so that a command
-line importing `read.service` for its address parsing does not load TensorFlow.
+`reader` is the front door and `plans` chooses a plan and builds its pipeline;
+`records` reads the shards, `decode` parses and decodes, `arena` holds decoded
+examples between epochs and `arena_dataset` wires it into tf.data, `file_cache`
+caches in files (named by `cache_key`, listed and removed by `cache_files`),
+`service` hands decoding to a tf.data service cluster, and `options` validates the
+keywords. The names below load on first use, so that a command line importing
+`read.service` for its address parsing does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 
 One cache (`as_fast_dataset(cache=PATH)`) is the set of files that share a
 prefix `<PATH>.<dataset-config-version>.<split>.<16 hex digits>` (or
-`<PATH>/<...>` when PATH is a folder), see `cache.cache_prefix`:
+`<PATH>/<...>` when PATH is a folder), see `cache_key.cache_prefix`:
 
     <prefix>.lock                        our OS lock, and what the cache holds (JSON)
     <prefix>.index, <prefix>.data-*      a complete cache (TensorFlow writes the index last)
     <prefix>_0.lockfile, <prefix>_0.*    a pass being written, or left by a killed one
 
 A live process that opened a cache holds `fcntl.flock` on its `.lock` until it
-exits (see `cache`), so "in use" is a question the kernel answers: taking the
+exits (see `file_cache`), so "in use" is a question the kernel answers: taking the
 lock without waiting fails. `remove` takes the lock first and leaves a cache
 in use alone. No TensorFlow here: plain files.
 """
@@ -27,6 +27,8 @@ try:
     import fcntl
 except ImportError:  # Windows: no flock; no way to tell a cache in use.
     fcntl = None
+
+from fast_tfds.core import disk_arena
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -87,19 +89,9 @@ def read_lock_content(path: str) -> dict:
 
 def holder(lock_path: str) -> str | None:
     """'pid N' of the live process holding the lock, or None if no process holds it."""
-    if fcntl is None or not os.path.exists(lock_path):
+    if fcntl is None or not disk_arena.is_locked(lock_path):
         return None
-    try:
-        fd = os.open(lock_path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return f"pid {read_lock_content(lock_path).get('pid', '?')}"
-    finally:
-        os.close(fd)  # Also releases the shared lock taken for the test.
-    return None
+    return f"pid {read_lock_content(lock_path).get('pid', '?')}"
 
 
 # -- finding -----------------------------------------------------------------------

@@ -18,6 +18,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser
 
 from fast_tfds.core import jpeg_blocks
+from fast_tfds.core.sizes import as_hw
 
 
 def make_decoder(
@@ -96,10 +97,11 @@ def make_batch_parser(
     """A `BatchParser` for `keys` (default: all features) and 'image'; None when a
     needed feature is not one fixed-shape value per example.
 
-    One `tf.io.parse_example` per block instead of a parse per example: on the
-    2-core VM a per-example parse cost ~25 us of CPU an image and shuffling the
-    parsed dicts ~14 us more, against ~4 us for parsing a block of 32, so the
-    reader shuffles the serialized records and parses them in blocks where it can.
+    One `tf.io.parse_example` per block instead of a parse per example: parsing
+    one record costs several times its share of a block's parse, and shuffling
+    parsed dicts costs more than shuffling the serialized records, so the reader
+    shuffles the records and parses them in blocks where it can (figures in
+    docs/design.md).
     """
     keys = set(features.keys() if keys is None else keys) | {"image"}
     serialized_info = features.get_serialized_info()
@@ -156,6 +158,11 @@ def stored_output_shape(
     return stored
 
 
+# Examples per block (a parse, a decode call, a write into the arena) when the reader
+# does not batch (batch_size=None): large enough that the per-call cost is shared.
+UNBATCHED_BLOCK = 64
+
+
 def decode_jpeg_blocks(encoded: dict[str, tf.TensorSpec], batch_size: int | None = None):
     """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes, one known
     shape each) decoded to uint8, a block per call (see `jpeg_blocks`)."""
@@ -195,10 +202,9 @@ def resize_uint8(
 
 @tf.function(jit_compile=True)
 def to_unit_float(images: tf.Tensor) -> tf.Tensor:
-    """uint8 -> float32 in [0, 1]. XLA fuses the cast and the scale into one pass
-    over memory. In a tf.data map of [32, 224, 224, 3] batches on the 2-core VM:
-    20-34k images/s against 15-21k for the two separate ops (called eagerly in a
-    loop it is the slower one, 3.7 against 1.2 ms a batch: measure in a pipeline)."""
+    """uint8 -> float32 in [0, 1]. XLA fuses the cast and the scale into one pass over
+    memory, faster in a tf.data map than the two ops apart (though slower when called
+    eagerly in a loop: measure it in a pipeline; see docs/design.md)."""
     return tf.cast(images, tf.float32) * (1.0 / 255.0)
 
 
@@ -216,12 +222,3 @@ def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys):
         return example
 
     return output
-
-
-def as_hw(image_size) -> tuple[int, int] | None:
-    """(height, width) of an int or pair image size; None stays None."""
-    if image_size is None:
-        return None
-    if isinstance(image_size, int) and not isinstance(image_size, bool):
-        return (image_size, image_size)
-    return tuple(image_size)

@@ -14,7 +14,9 @@ from typing import Any
 
 import tensorflow as tf
 
-DEFAULT_IMAGE_SIZE = 224
+from fast_tfds.core.options import check_batch_size, check_int, check_seed, is_int
+from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+
 SHARDING_POLICIES = ("dynamic", "off")
 
 
@@ -40,18 +42,16 @@ class ReadOptions:
     service_sharding: str = "dynamic"
 
     def __post_init__(self) -> None:
-        _check_batch_size(self.batch_size)
-        _check_image_size(self.image_size)
+        check_batch_size(self.batch_size)
+        check_image_size(self.image_size)
         _check_cache(self.cache)
-        if not _is_int(self.shuffle_buffer) or self.shuffle_buffer < 1:
-            raise ValueError(f"shuffle_buffer={self.shuffle_buffer!r}: must be a positive integer")
-        if self.seed is not None and not _is_int(self.seed):
-            raise ValueError(f"seed={self.seed!r}: must be an integer or None")
+        check_int("shuffle_buffer", self.shuffle_buffer)
+        check_seed(self.seed)
         if self.dtype not in (tf.float32, tf.uint8):
             raise ValueError(
                 f"dtype={self.dtype!r}: must be tf.float32 (scaled to [0, 1]) or tf.uint8"
             )
-        if not isinstance(self.repeat, bool) and (not _is_int(self.repeat) or self.repeat < 1):
+        if not isinstance(self.repeat, bool) and (not is_int(self.repeat) or self.repeat < 1):
             raise ValueError(
                 f"repeat={self.repeat!r}: must be True, False or a positive number of epochs"
             )
@@ -84,30 +84,6 @@ class ReadOptions:
 
     def replace(self, **changes: Any) -> ReadOptions:
         return dataclasses.replace(self, **changes)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_batch_size(batch_size) -> None:
-    if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
-        raise ValueError(f"batch_size={batch_size!r}: must be a positive integer or None")
-
-
-def _check_image_size(image_size) -> None:
-    if image_size is None:
-        return
-    ok_int = _is_int(image_size) and image_size > 0
-    ok_pair = (
-        isinstance(image_size, (tuple, list))
-        and len(image_size) == 2
-        and all(_is_int(v) and v > 0 for v in image_size)
-    )
-    if not (ok_int or ok_pair):
-        raise ValueError(
-            f"image_size={image_size!r}: must be a positive int, a (height, width) pair, or None"
-        )
 
 
 def _check_cache(cache) -> None:

@@ -9,19 +9,14 @@ import os
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds.core import splits
+
 AUTOTUNE = tf.data.AUTOTUNE
 
 
 def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.FileInstruction]:
     _check_tfrecord(builder)
-    try:
-        split_info = builder.info.splits[split]
-    except (KeyError, ValueError, AssertionError) as err:
-        available = ", ".join(sorted(builder.info.splits.keys())) or "none"
-        raise ValueError(
-            f"split={split!r}: not a split or slice of {builder.info.full_name} "
-            f"(splits: {available}; slices look like 'train[:80%]'): {err}"
-        ) from None
+    split_info = splits.split_info(builder.info, split)
     instructions = [fi for fi in split_info.file_instructions if fi.take != 0]
     if not instructions:
         raise ValueError(f"split={split!r}: selects no examples of {builder.info.full_name}")

@@ -20,6 +20,8 @@ import importlib.util
 import inspect
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -55,6 +57,7 @@ NAMED = {
     "tensorflow_datasets.core.download.resource",
     "tensorflow_datasets.core.download.util",
     "tensorflow_datasets.core.file_adapters",
+    "tensorflow_datasets.core.constants",
 }
 TFDS_HOOKS = ("_info", "_split_generators", "_generate_examples")
 
@@ -340,7 +343,7 @@ def test_serialized_info_says_which_features_a_block_parse_can_take():
 
 
 def test_split_slices_give_file_instructions_with_filename_skip_and_take():
-    used_by = "fast_tfds/read/records.py file_instructions, read/cache.py cache_prefix"
+    used_by = "fast_tfds/read/records.py file_instructions, read/cache_key.py cache_prefix"
     api = "SplitInfo/SubSplitInfo.file_instructions (shard_utils.FileInstruction)"
     fields = {f.name for f in dataclasses.fields(shard_utils.FileInstruction)}
     assert {"filename", "skip", "take"} <= fields, changed(api, used_by, f"fields {fields}")
@@ -369,6 +372,26 @@ def test_the_tfds_command_line_runs_as_a_module():
     used_by = "fast_tfds/cli/demo.py tfds_build and the tests (`python -m ...cli.main build`)"
     api = "tensorflow_datasets.scripts.cli.main"
     assert importlib.util.find_spec(api) is not None, changed(api, used_by, "gone")
+
+
+def test_the_default_data_dir_is_the_constant_tfds_builds_into(tmp_path):
+    # core/commands.py leaves `--data_dir` out of a suggested `tfds build`
+    # command when the folder is TFDS's default, read from this constant.
+    used_by = "fast_tfds/core/commands.py _default_data_dir"
+    api = "tensorflow_datasets.core.constants.DATA_DIR"
+    code = (
+        "from tensorflow_datasets.core import constants; "
+        "from tensorflow_datasets.core.utils import file_utils; "
+        "print(constants.DATA_DIR); print([str(d) for d in file_utils.list_data_dirs()])"
+    )
+    env = {**os.environ, "TFDS_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    constant, data_dirs = done.stdout.strip().splitlines()[-2:]
+    assert constant == str(tmp_path), changed(api, used_by, f"TFDS_DATA_DIR gave {constant}")
+    assert str(tmp_path) in data_dirs, changed(api, used_by, f"not looked up: {data_dirs}")
 
 
 # -- the list is complete ----------------------------------------------------------

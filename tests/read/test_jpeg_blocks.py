@@ -70,20 +70,3 @@ def test_the_error_reaches_the_dataset_user_with_its_message():
     ds = images.batch(2).map(decode_jpeg_blocks({"image": tf.TensorSpec([48, 64, 3], tf.uint8)}))
     with pytest.raises(tf.errors.InvalidArgumentError, match="fast-tfds verify"):
         list(ds)
-
-
-def test_a_fill_whose_arena_is_gone_still_decodes():
-    import gc
-
-    from fast_tfds.read import memory_cache
-
-    spec = {"image": tf.TensorSpec([48, 64, 3], tf.uint8), "label": tf.TensorSpec([], tf.int64)}
-    arena = memory_cache.Arena(2, spec, frozenset({"image"}))
-    key = arena.key
-    jpegs = np.array([_jpeg(48, 64)] * 2, dtype=object)
-    del arena
-    gc.collect()
-    shapes = {"image": (48, 64, 3), "label": None}
-    done, images = memory_cache._write(key, shapes, 1, 0, jpegs, np.array([0, 1]))
-    expected = np.stack([tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs])
-    np.testing.assert_array_equal(images, expected)

@@ -1,61 +1,17 @@
-"""The shared fast reader on a real build: exactly-once, shapes, order, errors."""
-
-import os
+"""as_fast_dataset's front door on a real build: what a batch holds, sizes, arguments
+and their errors, and the builder's own method. Epochs, order and the plans are in
+test_epochs.py, the arena in test_arena.py."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from tests.helpers import assert_exactly_once, filenames_of
 
 
 def read(split="train", **options):
     options.setdefault("data_dir", None)
     return cats_vs_dogs_fast.as_fast_dataset(split, **options)
-
-
-@pytest.mark.parametrize("cache", [False, True, "file"])
-def test_every_example_once_per_epoch(cats_data_dir, cats_filenames, cache, tmp_path):
-    if cache == "file":
-        cache = os.fspath(tmp_path / "cache")
-    ds = read(data_dir=cats_data_dir, cache=cache, as_supervised=False, batch_size=7)
-    for _epoch in range(2):  # the second epoch of a cached dataset comes from the cache
-        assert_exactly_once(filenames_of(ds), cats_filenames)
-    if isinstance(cache, str):
-        assert tf.io.gfile.glob(cache + "*.index"), "the file cache was not written"
-
-
-def test_slices_match_tfds_and_partition_the_split(cats_data_dir, cats_builder, cats_filenames):
-    halves = []
-    for split in ("train[:40%]", "train[40%:]"):
-        ours = filenames_of(read(split, data_dir=cats_data_dir, as_supervised=False))
-        theirs = [
-            ex["image/filename"].numpy().decode()
-            for ex in cats_builder.as_dataset(
-                split=split, decoders={"image": tfds.decode.SkipDecoding()}
-            )
-        ]
-        assert_exactly_once(ours, theirs)
-        halves.append(set(ours))
-    assert not halves[0] & halves[1]
-    assert sorted(halves[0] | halves[1]) == cats_filenames
-
-
-def test_input_pipelines_are_disjoint_and_complete(cats_data_dir, cats_filenames):
-    seen = []
-    for pipeline_id in range(2):
-        context = tf.distribute.InputContext(
-            num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
-        )
-        ds = read(data_dir=cats_data_dir, as_supervised=False, batch_size=8, input_context=context)
-        batch = next(iter(ds))
-        assert batch["image"].shape[0] == 4, "batch_size is global: 8 over 2 replicas"
-        seen.append(filenames_of(ds))
-    assert seen[0] and seen[1]
-    assert not set(seen[0]) & set(seen[1])
-    assert_exactly_once(seen[0] + seen[1], cats_filenames)
 
 
 def test_float_batches_are_scaled_and_uint8_batches_are_the_stored_pixels(
@@ -92,32 +48,6 @@ def test_original_config_is_resized_to_the_size_asked(cats_data_dir):
         iter(read(data_dir=cats_data_dir, config="original", batch_size=None, image_size=None))
     )
     assert image.shape == (80, 96, 3)  # the sample's photos are 96x80
-
-
-def test_same_order_twice_with_a_seed(cats_data_dir):
-    def order(seed):
-        return filenames_of(
-            read(
-                data_dir=cats_data_dir,
-                as_supervised=False,
-                seed=seed,
-                deterministic=True,
-                cache=False,
-            )
-        )
-
-    first = order(seed=5)
-    assert first == order(seed=5)
-    assert first != order(seed=6), "a different seed should give a different order"
-
-
-def test_repeat_and_drop_remainder(cats_data_dir, cats_filenames):
-    n = len(cats_filenames)
-    ds = read(data_dir=cats_data_dir, batch_size=10, repeat=2, drop_remainder=True)
-    sizes = [int(x.shape[0]) for x, _ in ds]
-    # Batches never straddle two epochs: each epoch drops its own remainder.
-    assert sizes == [10] * (2 * (n // 10))
-    assert ds.element_spec[0].shape == (10, 224, 224, 3)
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,9 @@ def assert_one_actionable_line(message: str, url: str, reason: str, filename: st
     assert "\n" not in message
     assert f"cannot download {url}: {reason}" in message, message
     assert f"Get {filename} another way, put it in a folder" in message
-    assert "`tfds build stanford_dogs_tfrecord --manual_dir FOLDER`" in message
+    # The command works as printed from any folder (tests/reliability/test_advice.py runs it).
+    assert "`tfds build stanford_dogs_tfrecord --imports stanford_dogs_tfrecord " in message
+    assert " --manual_dir FOLDER`" in message
     assert "download_config=tfds.download.DownloadConfig(manual_dir=FOLDER)" in message
 
 
@@ -133,9 +135,16 @@ def test_a_host_that_does_not_resolve_or_refuses_is_named(tmp_path, url, reason)
     dl_manager = tfds.download.DownloadManager(
         download_dir=tmp_path / "downloads", dataset_name="stanford_dogs_tfrecord"
     )
+    # What the builder passes: the command that builds it from any folder.
+    builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path / "data")
     start = time.monotonic()
     with pytest.raises(DownloadFailedError) as excinfo:
-        sources.source_path(dl_manager, url, dataset="stanford_dogs_tfrecord")
+        sources.source_path(
+            dl_manager,
+            url,
+            dataset="stanford_dogs_tfrecord",
+            build_command=builder.tfds_build_command(),
+        )
     assert time.monotonic() - start < FAST_S
     assert_one_actionable_line(str(excinfo.value), url, reason.format(port=port), "images.tar")
 
@@ -182,7 +191,8 @@ def test_a_server_that_never_answers_fails_the_tfds_build_in_one_line(tmp_path, 
         f"(through the HTTP proxy {proxy.url}) sent nothing for 1 s ({downloads.ATTEMPTS} tries). "
         "Get images.tar another way, put it in a folder (annotation.tar and lists.tar too, "
         "if they cannot be downloaded either) and build with `tfds build stanford_dogs_tfrecord "
-        "--manual_dir FOLDER`, or in Python pass "
+        f"--imports stanford_dogs_tfrecord --data_dir {tmp_path / 'data'} --manual_dir FOLDER`, "
+        "or in Python pass "
         "download_config=tfds.download.DownloadConfig(manual_dir=FOLDER); a manual-dir "
         "file's checksum is not checked."
     ), errors[0]
@@ -264,9 +274,13 @@ def test_a_file_already_downloaded_is_used_without_the_network(tmp_path, server)
 
 
 def test_an_uncaught_build_error_is_one_line_other_errors_keep_their_traceback():
+    # What `fast-tfds` and, under `tfds build`, our builders install
+    # (tests/reliability/test_startup.py checks that nothing else does).
+    hook = "e.install_excepthook()\n"
+
     def run(code: str, **env) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-c", f"import fast_tfds.build.errors as e\n{code}"],
+            [sys.executable, "-c", f"import fast_tfds.build.errors as e\n{hook}{code}"],
             capture_output=True,
             text=True,
             env={**ENV, **env},

@@ -100,9 +100,12 @@ def test_verify_reports_each_damaged_shard_on_one_line(build_copy, tmp_path):
     assert problems[1].startswith(f"PROBLEM {truncated}: truncated")
     assert problems[2].startswith(f"PROBLEM {missing}: missing")
     assert any(line.startswith("note") and "incomplete.AB12CD_1.0.0" in line for line in lines)
-    assert f"REBUILD {build_copy}: `tfds build cats_vs_dogs_fast --config 224 --overwrite`" in (
-        "\n".join(lines)
+    # The command works from any folder: it names the package and the data dir.
+    rebuild = (
+        f"REBUILD {build_copy}: `tfds build cats_vs_dogs_fast --imports cats_vs_dogs_fast "
+        f"--data_dir {tmp_path} --config 224 --overwrite`"
     )
+    assert rebuild in "\n".join(lines)
 
 
 def test_verify_counts_records_against_the_metadata(build_copy, tmp_path):

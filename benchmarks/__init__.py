@@ -1,0 +1,13 @@
+"""The benchmark: every pipeline over the same data, in one process (see `main`).
+
+It lives in the repository, not in the installed package: run `python -m benchmarks`
+from the root of a clone (or `bash scripts/bench.sh`, which installs the `[bench]`
+extra first). It uses the library's public API only.
+
+`stream` times epochs of each pipeline (`baselines` has the pipelines users
+write and the decode ceilings), `train` times a Keras model's wait for input,
+`loaders` adds the non-TensorFlow rows, `epoch_boundaries` times Keras `fit`
+between epochs, `memory` measures what caches hold, `report` prints, saves and
+compares results, and `data` writes and builds the sample. `results/` keeps
+earlier runs; `experiments/` the scripts behind one-off measurements.
+"""

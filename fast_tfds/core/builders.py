@@ -1,0 +1,106 @@
+"""Finding a dataset's builder, and building the dataset when it is missing and allowed.
+
+Both back ends start here: the tf.data reader reads the TFRecord files of a
+build, the Grain loader its ArrayRecord files (`file_format`). Every error is
+one line that starts with the argument at fault, and a command it suggests
+works as printed from any folder (see `fast_tfds.core.commands`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow_datasets as tfds
+from etils import epath
+
+from fast_tfds.core.commands import tfds_build_command
+
+
+class DatasetNotBuilt(ValueError):
+    """The dataset is not in the data dir and building it was not asked for."""
+
+
+def load_builder(
+    name: str,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    config: str | None = None,
+    builder_dir: str | os.PathLike | None = None,
+    download_and_prepare: bool = True,
+    download_config: tfds.download.DownloadConfig | None = None,
+    file_format: str | None = None,
+) -> tfds.core.DatasetBuilder:
+    """The builder for `name`/`config`, built first when asked to and needed.
+
+    Args:
+      name: a registered dataset name (its package imported), e.g. 'cats_vs_dogs_fast'.
+      data_dir: TFDS data dir (default: TFDS's own).
+      config: a config name; None for the dataset's default.
+      builder_dir: a built version folder to read instead (local or gs://).
+      download_and_prepare: build the dataset if it is not built yet; if False,
+        a missing dataset raises `DatasetNotBuilt` with the command that builds it.
+      download_config: passed to the build, e.g. with a manual_dir.
+      file_format: what a build writes ('array_record' for the Grain loader);
+        None for TFDS's default (TFRecord).
+    """
+    if builder_dir is not None:
+        path = os.fspath(builder_dir)
+        if not epath.Path(path).exists():
+            raise ValueError(f"builder_dir={path!r}: folder does not exist")
+        return tfds.builder_from_directory(path)
+    known_configs = config_names(name)
+    if config is not None and known_configs and str(config) not in known_configs:
+        raise ValueError(
+            f"config={config!r}: {name} has no such config; choose one of {sorted(known_configs)}"
+        )
+    builder = tfds.builder(name, config=None if config is None else str(config), data_dir=data_dir)
+    if builder.is_prepared():
+        return builder
+    if not download_and_prepare:
+        raise DatasetNotBuilt(
+            f"download_and_prepare=False: {builder.info.full_name} is not built in "
+            f"{builder.data_dir_root}; run `{build_command(builder, download_config, file_format)}`"
+            " or pass download_and_prepare=True"
+        )
+    builder.download_and_prepare(download_config=download_config, file_format=file_format)
+    return builder
+
+
+def config_names(name: str) -> set[str]:
+    """The names of the configs of registered dataset `name` (empty: it has none)."""
+    try:
+        cls = tfds.builder_cls(name)
+    except tfds.core.registered.DatasetNotFoundError:
+        raise ValueError(
+            f"name={name!r}: no dataset of that name is registered in this process; import "
+            "the package that defines it first (e.g. `import cats_vs_dogs_fast`)"
+        ) from None
+    return {c.name for c in (cls.BUILDER_CONFIGS or [])}
+
+
+def build_command(
+    builder: tfds.core.DatasetBuilder,
+    download_config: tfds.download.DownloadConfig | None = None,
+    file_format: str | None = None,
+) -> str:
+    """The `tfds build` command that builds what `builder` is missing, as a user types it."""
+    options = []
+    if builder.builder_config is not None:
+        # Without --config, `tfds build` builds every config.
+        options += ["--config", builder.builder_config.name]
+    if file_format is not None:
+        options += ["--file_format", str(getattr(file_format, "value", file_format))]
+    manual_dir = getattr(download_config, "manual_dir", None)
+    if manual_dir:
+        options += ["--manual_dir", _absolute(manual_dir)]
+    return tfds_build_command(
+        builder.name,
+        module=type(builder).__module__,
+        data_dir=builder.data_dir_root,
+        options=tuple(options),
+    )
+
+
+def _absolute(path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    return path if "://" in path else os.path.abspath(os.path.expanduser(path))

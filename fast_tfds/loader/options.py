@@ -1,0 +1,78 @@
+"""The options of `as_fast_loader`, validated once, in one frozen object.
+
+Users pass keywords (`as_fast_loader(name, split, batch_size=64, ...)`); the loader
+turns them into a `LoaderOptions` whose constructor checks each one with the
+checks the tf.data reader's `ReadOptions` uses, and raises a one-line ValueError
+that starts with the argument. What depends on the split (its size against
+`shard_count`, an image size for images stored at their own sizes) is checked
+when the loader is made. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fast_tfds.core.options import SEED_LIMIT, check_batch_size, check_bool, check_int, check_seed
+from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderOptions:
+    """What `as_fast_loader` does.
+
+    Attributes:
+      batch_size: examples per batch.
+      image_size: int or (height, width) every image is resized to, only when
+        its size differs; None keeps the stored size (the '224' config).
+      shuffle, seed: a new permutation of the shard every epoch; with a seed the
+        orders repeat from run to run (without one a seed is drawn, and kept in
+        the iterator's state).
+      num_epochs: epochs per `iter(loader)`; None = endless (JAX style, with
+        steps). Each `iter()` continues with the next epoch.
+      drop_remainder: drop each epoch's last, partial batch.
+      shard_index, shard_count: this process's share of the examples, for
+        multi-host training (jax.process_index(), jax.process_count()):
+        every shard_count-th example from shard_index; the shards are disjoint
+        and together complete.
+      num_threads: decoding threads per process (None: one per core).
+      num_workers: decoding processes besides this one (0: decode in this
+        process's threads, the fastest on few cores).
+      worker_buffer_size: batches each worker process prepares ahead.
+    """
+
+    batch_size: int = 32
+    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
+    shuffle: bool = True
+    seed: int | None = None
+    num_epochs: int | None = 1
+    drop_remainder: bool = False
+    shard_index: int = 0
+    shard_count: int = 1
+    num_threads: int | None = None
+    num_workers: int = 0
+    worker_buffer_size: int = 2
+
+    def __post_init__(self) -> None:
+        check_batch_size(self.batch_size, optional=False)
+        check_image_size(self.image_size)
+        check_bool("shuffle", self.shuffle)
+        check_seed(self.seed, limit=SEED_LIMIT)
+        check_int("num_epochs", self.num_epochs, optional=True)
+        check_bool("drop_remainder", self.drop_remainder)
+        check_int("shard_count", self.shard_count)
+        check_int("shard_index", self.shard_index, minimum=0)
+        if self.shard_index >= self.shard_count:
+            raise ValueError(
+                f"shard_index={self.shard_index!r}: must be below shard_count={self.shard_count}"
+            )
+        check_int("num_threads", self.num_threads, optional=True)
+        check_int("num_workers", self.num_workers, minimum=0)
+        check_int("worker_buffer_size", self.worker_buffer_size)
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(field.name for field in dataclasses.fields(cls))
+
+    def replace(self, **changes: Any) -> LoaderOptions:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,220 @@
+"""The arena: a split's decoded examples in one preallocated array per feature.
+
+A split's size, and for fixed-size output each example's shape, are known before
+reading, so the cache is laid out up front (`[N, 224, 224, 3]` uint8 for the images)
+instead of growing one allocation per image as `Dataset.cache()` does. Epoch 1
+writes each batch at its own rows; once every row is written, later epochs only
+read. This module is the memory and its state, in numpy, without TensorFlow;
+`arena_dataset` wires it into tf.data.
+
+Where the memory comes from is one function (`Allocate`): anonymous memory by
+default, so that rows on disk (a memory-mapped file of the same layout) can take
+its place for a cache larger than the memory the process may use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import mmap
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from fast_tfds.core import jpeg_blocks
+
+# What an epoch does, as `Arena.begin` tells the dataset graph.
+FILL, SERVE = 0, 1
+
+# fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
+Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One feature of the arena: the shape and dtype of one example's value, and
+    whether it arrives as JPEG bytes to be decoded straight into its rows."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    encoded: bool = False
+
+
+def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A [*shape] array over an anonymous mapping of its own.
+
+    Address space only: no memory is used until epoch 1 writes it, and the mapping is
+    unmapped when the array (and every tensor that shares it) goes. Pages are the
+    kernel's default size: transparent huge pages cut the page faults but made the
+    fill slower (see docs/design.md).
+    """
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    region = mmap.mmap(
+        -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    )
+    return np.frombuffer(region, dtype, count=count).reshape(shape)
+
+
+class Arena:
+    """One array per feature for `num_examples` examples, and whether it is filled.
+
+    `begin()` is called once per epoch and says whether the epoch fills the arena or
+    serves from it; `write()` puts a batch in. A fill that stops early (an iterator
+    dropped mid-epoch) leaves the arena unfilled, and the next epoch fills it again.
+    """
+
+    def __init__(
+        self,
+        num_examples: int,
+        columns: dict[str, Column],
+        allocate: Allocate | None = None,
+    ):
+        self.num_examples = num_examples
+        self.keys = sorted(columns)
+        self.columns = {k: columns[k] for k in self.keys}
+        self.encoded = [k for k in self.keys if self.columns[k].encoded]
+        self._allocate_column = allocate or allocate_in_memory
+        self.arrays = self._allocate()
+        self.nbytes = sum(a.nbytes for a in self.arrays.values())
+        self._lock = threading.Lock()
+        self._filled = False
+        self._generation = 0  # Which fill pass may write; an abandoned one may not.
+        self._written = 0
+        self._epoch = 0
+        self.key = _register(self)
+
+    @property
+    def filled(self) -> bool:
+        return self._filled
+
+    def begin(self) -> np.ndarray:
+        """[what this epoch does (FILL or SERVE), fill generation, epoch number]."""
+        with self._lock:
+            self._epoch += 1
+            if not self._filled:
+                self._generation += 1
+                self._written = 0
+                if self._generation > 1:
+                    # Batches of the stopped fill may still be held, sharing its
+                    # rows (uint8 output is not copied): refill new memory.
+                    self.arrays = self._allocate()
+            mode = SERVE if self._filled else FILL
+            return np.array([mode, self._generation, self._epoch], np.int64)
+
+    def write(self, generation, position, *columns) -> list[np.ndarray]:
+        """Puts one batch of examples (one array per key, in `keys` order) into rows
+        position..position+len, decoding the encoded features there; returns
+        [0, *the decoded features] (the 0 is a value the graph can depend on)."""
+        start, n = int(position), len(columns[0])
+        with self._lock:
+            live = int(generation) == self._generation and not self._filled
+            arrays = self.arrays
+        decoded = []
+        for key, column in zip(self.keys, columns, strict=True):
+            rows = arrays[key][start : start + n]
+            if live:
+                prefault(rows)
+            if key in self.encoded and live:
+                decoded.append(jpeg_blocks.decode_jpeg_block_into(column, rows))
+            elif key in self.encoded:  # An abandoned fill still decodes its batch.
+                decoded.append(jpeg_blocks.decode_jpeg_block(column, self.columns[key].shape))
+            elif live:
+                rows[...] = column
+        if live:
+            with self._lock:
+                if int(generation) == self._generation:
+                    self._written += n
+                    self._filled = self._written == self.num_examples
+        return [np.int64(0), *decoded]
+
+    def _allocate(self) -> dict[str, np.ndarray]:
+        return {
+            k: self._allocate_column((self.num_examples, *c.shape), c.dtype)
+            for k, c in self.columns.items()
+        }
+
+
+# -- the registry ------------------------------------------------------------------
+# TensorFlow keeps every function given to tf.numpy_function for the life of the
+# process, so those functions reach an arena only by its key, through this weak
+# registry; the dataset that uses an arena holds it, and the arena and its memory go
+# when the dataset goes.
+
+_live: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
+
+
+def _register(arena: Arena) -> int:
+    _live[id(arena)] = arena
+    return id(arena)
+
+
+def live_arenas() -> list[Arena]:
+    """The arenas whose datasets are alive in this process."""
+    return list(_live.values())
+
+
+def bytes_held() -> int:
+    """Bytes reserved by the arenas alive in this process (what their datasets hold)."""
+    return sum(arena.nbytes for arena in live_arenas())
+
+
+def begin(key: int) -> np.ndarray:
+    return _live[key].begin()
+
+
+def rows(key: int, feature: bytes) -> np.ndarray:
+    """Every row of one feature (its name as TensorFlow passes strings: bytes)."""
+    return _live[key].arrays[feature.decode()]
+
+
+def write(key: int, shapes: dict, generation, position, *columns) -> list[np.ndarray]:
+    """`Arena.write` on the arena of `key`. `shapes` gives, per key in sorted order, the
+    decoded shape of the encoded features (None for the others)."""
+    arena = _live.get(key)
+    if arena is not None:
+        return arena.write(generation, position, *columns)
+    # The dataset, and so its arena, is gone while an iterator still runs: decode only.
+    columns = dict(zip(sorted(shapes), columns, strict=True))
+    return [
+        np.int64(0),
+        *(jpeg_blocks.decode_jpeg_block(columns[k], s) for k, s in shapes.items() if s),
+    ]
+
+
+# -- backing the rows before they are written ----------------------------------------
+
+
+def _madvise() -> Callable[[int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None).madvise  # A refusal is ignored: see prefault.
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return madvise
+
+
+MADVISE = _madvise()
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14; older kernels answer EINVAL.
+
+
+def prefault(rows: np.ndarray) -> None:
+    """Backs the pages of `rows` with memory in one system call, right before the block
+    is written there (by the thread that writes it, the GIL released).
+
+    Otherwise each new 4 KiB page is a page fault of its own when the decoder first
+    writes it (36.75 per 224 image); one MADV_POPULATE_WRITE per block does the same
+    work without a trap per page, and the fill takes less CPU. It runs in the writing
+    thread, not ahead of it in another one, where it would compete with decoding for
+    the cores. Where the call is unavailable, the writes fault the pages in as before.
+    """
+    if MADVISE is None or rows.nbytes == 0:
+        return
+    start = rows.ctypes.data
+    aligned = start - start % mmap.PAGESIZE
+    MADVISE(aligned, start + rows.nbytes - aligned, _MADV_POPULATE_WRITE)

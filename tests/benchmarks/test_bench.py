@@ -1,0 +1,151 @@
+"""`python -m benchmarks` end to end on the tiny built sample: what it writes, not how fast.
+
+No timing assertions: speed is what the benchmark prints. The checks here are
+that every pipeline ran and counted every image of the split in every epoch
+(a real correctness check of all the pipelines), that the figures in the JSON
+are consistent with each other, and that the chart and --compare work.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from benchmarks import main as bench
+from benchmarks import memory as bench_memory
+from benchmarks import stream as bench_stream
+from benchmarks import train as bench_train
+
+
+@pytest.fixture(scope="module")
+def stream_run(cats_data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    paths = out / "a.json", out / "a.png"
+    bench.main(
+        ["--data-dir", str(cats_data_dir), "--rounds", "1", "--workdir", str(out)]
+        + ["--json", str(paths[0]), "--chart", str(paths[1])]
+    )
+    return json.loads(paths[0].read_text()), *paths
+
+
+def test_every_pipeline_counts_every_image_in_every_epoch(stream_run, cats_builder):
+    result, _, _ = stream_run
+    expected = cats_builder.info.splits["train"].num_examples
+    pipelines = {p.name: p for p in bench_stream.all_pipelines()}
+    assert set(result["pipelines"]) == set(pipelines)
+    for name, p in result["pipelines"].items():
+        (one_round,) = p["rounds"]
+        assert len(one_round["epochs"]) == pipelines[name].epochs
+        for i, epoch in enumerate(one_round["epochs"]):
+            assert epoch["images"] == expected, name
+            assert epoch["images_per_s"] > 0 and epoch["first_batch_s"] >= 0, name
+            assert epoch["minor_faults_per_image"] >= 0, name
+            # One round: the summary is that round's figure.
+            stats = p["summary"][f"epoch{i + 1}"]
+            assert stats["min"] == stats["max"] == epoch["images_per_s"], name
+            assert stats["median"] == pytest.approx(epoch["images_per_s"], abs=0.05), name
+    assert result["images_per_epoch"] == expected
+    assert result["counts_consistent"] is True and result["count_errors"] == []
+    assert result["machine"]["cpu_count"] > 0 and result["machine"]["tensorflow"]
+
+
+def test_cache_figures_are_those_of_the_cached_rows(stream_run):
+    result, _, _ = stream_run
+    images = result["images_per_epoch"]
+    for name, p in result["pipelines"].items():
+        s = p["summary"]
+        if not p["cached"]:
+            assert "cache_mib" not in s, name
+            continue
+        (one_round,) = p["rounds"]
+        retained = one_round["retained_anon_mib"]
+        if retained is None:  # No RssAnon (not Linux): the RSS figure instead.
+            retained = one_round["retained_rss_mib"]
+        assert s["cache_mib"] == pytest.approx(max(0.0, retained), abs=0.05), name
+        uint8_bytes = images * bench_stream.UINT8_BYTES_PER_IMAGE
+        expected = s["cache_mib"] * bench_memory.MiB / uint8_bytes
+        assert s["cache_vs_uint8_bytes"] == pytest.approx(expected, abs=0.01), name
+
+
+def test_anonymous_memory_counts_what_is_allocated_and_freed():
+    # The instrument behind the cache column: on the tiny sample a cache is a few MiB,
+    # within the runtime's own noise, so it is checked here on a known allocation.
+    if bench_memory.anonymous_in_use() is None:
+        pytest.skip("needs Linux's RssAnon")
+    size = 64 * bench_memory.MiB
+    bench_memory.release_memory()
+    before = bench_memory.anonymous_in_use()
+    pixels = np.ones(size, np.uint8)  # written, so resident
+    held = bench_memory.anonymous_in_use() - before
+    del pixels
+    bench_memory.release_memory()
+    after = bench_memory.anonymous_in_use() - before
+    assert size * 0.95 <= held <= size * 1.1
+    assert after <= size * 0.1
+
+
+def test_chart_is_a_png(stream_run):
+    _, _, chart = stream_run
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(chart) as image:
+        image.verify()
+        assert image.size[0] > 100 and image.size[1] > 100
+
+
+def test_compare_prints_the_ratio_of_two_runs(stream_run, tmp_path, capsys):
+    result, a_json, _ = stream_run
+    faster = json.loads(json.dumps(result))
+    for p in faster["pipelines"].values():
+        for epoch in ("epoch1", "epoch2"):
+            if epoch in p["summary"]:
+                p["summary"][epoch]["median"] *= 2
+    b_json = tmp_path / "b.json"
+    b_json.write_text(json.dumps(faster))
+    capsys.readouterr()
+    bench.main(["--compare", str(a_json), str(b_json)])
+    lines = capsys.readouterr().out.splitlines()
+    for name in result["pipelines"]:
+        (row,) = [line for line in lines if line.split()[:1] == [name]]
+        assert "2.00x" in row, row
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--split", "train[:50%]"], "use a whole split"),
+        (["--rounds", "0"], "--rounds=0: must be at least 1"),
+        (["--train", "--image-size", "16"], "MobileNetV2 needs at least 32"),
+        (["--only", "no_such_pipeline"], "match no pipeline"),
+    ],
+)
+def test_bad_options_fail_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    error = str(exit_info.value.code) + capsys.readouterr().err
+    assert message in error
+
+
+def test_data_dir_without_the_dataset_says_how_to_build_it(tmp_path):
+    with pytest.raises(SystemExit, match="is not built in .*tfds build cats_vs_dogs_fast"):
+        bench.main(["--data-dir", str(tmp_path), "--only", "fast_224_uint8"])
+
+
+def test_train_mode_wait_fractions(cats_data_dir, tmp_path):
+    json_path = tmp_path / "train.json"
+    bench.main(
+        ["--train", "--data-dir", str(cats_data_dir), "--steps", "2", "--warmup-steps", "1"]
+        + ["--batch-size", "4", "--image-size", "32", "--json", str(json_path)]
+    )
+    result = json.loads(json_path.read_text())
+    assert set(result["pipelines"]) == {row.name for row in bench_train.ROWS}
+    for name, p in result["pipelines"].items():
+        assert len(p["steps"]["wait_s"]) == len(p["steps"]["compute_s"]) == 2, name
+        summary = p["summary"]
+        assert 0.0 <= summary["wait_fraction"] <= 1.0, name
+        if name.startswith("compute_only_"):
+            assert summary["wait_fraction"] == 0.0  # the batch is already held
+        else:
+            assert 0.0 <= summary["derived_wait_fraction"] <= 1.0, name
+        assert summary["step_ms"] > 0 and summary["images_per_s"] > 0, name
+    assert (tmp_path / "train.png").read_bytes()[:4] == b"\x89PNG"

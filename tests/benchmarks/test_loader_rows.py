@@ -1,0 +1,72 @@
+"""The loader rows of the benchmark (`python -m benchmarks.loaders`) on the tiny
+sample: every row runs and counts every image; no timing assertions."""
+
+import json
+import shutil
+
+import pytest
+import tensorflow_datasets as tfds
+
+from benchmarks import loaders
+
+
+@pytest.fixture(scope="module")
+def loaders_run(cats_builder, tmp_path_factory):
+    """(result, version folder, workdir) of one round of the loader rows."""
+    workdir = tmp_path_factory.mktemp("loaders")
+    data_dir = workdir / "data"
+    folder = data_dir / "cats_vs_dogs_fast" / "224" / "1.0.0"
+    shutil.copytree(cats_builder.data_dir, folder)  # the rows add ArrayRecord files to it
+    out = workdir / "loaders.json"
+    loaders.main(
+        ["--data-dir", str(data_dir), "--rounds", "1", "--workdir", str(workdir)]
+        + ["--json", str(out)]
+    )
+    return json.loads(out.read_text()), folder, workdir
+
+
+def test_the_loader_rows_count_every_image(loaders_run, cats_builder):
+    result, folder, workdir = loaders_run
+    expected = cats_builder.info.splits["train"].num_examples
+    names = {p.name for p in [*loaders.comparison_pipelines(), *loaders.loader_pipelines()]}
+    assert set(result["pipelines"]) == names
+    for name, row in result["pipelines"].items():
+        for epoch in row["rounds"][0]["epochs"]:
+            assert epoch["images"] == expected, name
+    assert result["images"] == expected
+    assert sorted(folder.glob("*.array_record-*"))  # added by `tfds convert_format`
+    extracted = list(workdir.glob("imagefolder-*/*/*.jpg"))
+    assert {"loader_vs_tf_data_epoch1", "loader_vs_tf_data_epoch2"} <= set(result["ratios"])
+    if loaders.torch_available():
+        assert len(extracted) == expected
+        assert result["imagefolder"] and "loader_vs_imagefolder_epoch1" in result["ratios"]
+    else:  # The ImageFolder row (and its extracted JPEGs) needs torch: the bench extra.
+        assert not extracted and "loader_vs_imagefolder_epoch1" not in result["ratios"]
+
+
+def test_image_folder_like_does_what_image_folder_does(loaders_run):
+    _, folder, workdir = loaders_run
+    builder = loaders.add_array_record_files(tfds.builder_from_directory(str(folder)))
+    root = loaders.extract_image_folder(builder, "train", workdir)  # already there
+    dataset = loaders.ImageFolderLike(root)
+    names = builder.info.features["label"].names
+    assert len(dataset) == builder.info.splits["train"].num_examples
+    assert sorted({label for _, label in dataset.samples}) == list(range(len(names)))
+    if loaders.torch_available():
+        image, label = dataset[0]
+        assert tuple(image.shape) == (3, 224, 224) and str(image.dtype) == "torch.uint8"
+
+
+def test_array_record_files_the_info_does_not_list_are_converted_again(cats_builder, tmp_path):
+    # An interrupted conversion leaves shards that dataset_info.json does not list;
+    # TFDS's convert_format then skips every shard and never records the format.
+    from tensorflow_datasets.core import file_adapters
+
+    folder = tmp_path / "cats_vs_dogs_fast" / "224" / "1.0.0"
+    shutil.copytree(cats_builder.data_dir, folder)
+    (folder / "cats_vs_dogs_fast-train.array_record-00000-of-00016").write_bytes(b"partial")
+    builder = loaders.add_array_record_files(tfds.builder_from_directory(str(folder)))
+    assert file_adapters.FileFormat.ARRAY_RECORD in builder.info.available_file_formats()
+    assert (folder / "cats_vs_dogs_fast-train.array_record-00000-of-00016").read_bytes() != (
+        b"partial"
+    )

@@ -1,0 +1,76 @@
+"""Finding and building a dataset (shared by both back ends): real builds, one-line
+errors that start with the argument, and build commands that say everything needed."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import tensorflow_datasets as tfds
+
+import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
+from fast_tfds.core import builders
+
+
+def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_dir):
+    builder = builders.load_builder(
+        "cats_vs_dogs_fast", data_dir=cats_data_dir, config="original", download_and_prepare=False
+    )
+    assert builder.is_prepared() and builder.info.full_name == "cats_vs_dogs_fast/original/1.0.0"
+    from_folder = builders.load_builder("cats_vs_dogs_fast", builder_dir=builder.data_dir)
+    assert from_folder.info.full_name == builder.info.full_name
+    assert (
+        from_folder.info.splits["train"].num_examples == builder.info.splits["train"].num_examples
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "start"),
+    [
+        ({"name": "no_such_dataset"}, "name='no_such_dataset': no dataset of that name"),
+        ({"name": "cats_vs_dogs_fast", "config": "512"}, "config='512': cats_vs_dogs_fast has"),
+        ({"name": "cats_vs_dogs_fast", "builder_dir": "/no/such/folder"}, "builder_dir="),
+    ],
+)
+def test_bad_arguments_are_one_line_value_errors(arguments, start):
+    with pytest.raises(ValueError) as excinfo:
+        builders.load_builder(**arguments)
+    message = str(excinfo.value)
+    assert message.startswith(start) and "\n" not in message, message
+
+
+def suggested_command(message: str) -> list[str]:
+    return shlex.split(message.split("`")[1])
+
+
+def test_a_missing_build_names_the_command_that_builds_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # A relative data dir: the command gets it absolute.
+    with pytest.raises(builders.DatasetNotBuilt) as excinfo:
+        builders.load_builder(
+            "stanford_dogs_tfrecord",
+            data_dir="data",
+            config="original",
+            download_and_prepare=False,
+            file_format="array_record",
+            download_config=tfds.download.DownloadConfig(manual_dir="archives"),
+        )
+    message = str(excinfo.value)
+    assert isinstance(excinfo.value, ValueError) and "\n" not in message
+    assert message.startswith("download_and_prepare=False: stanford_dogs_tfrecord/original/1.0.0")
+    assert suggested_command(message) == [
+        *("tfds", "build", "stanford_dogs_tfrecord", "--imports", "stanford_dogs_tfrecord"),
+        *("--data_dir", str(tmp_path / "data"), "--config", "original"),
+        *("--file_format", "array_record", "--manual_dir", str(tmp_path / "archives")),
+    ]
+
+
+def test_the_default_data_dir_and_format_add_nothing_to_the_command(tmp_path, monkeypatch):
+    from tensorflow_datasets.core import constants
+
+    monkeypatch.setattr(constants, "DATA_DIR", str(tmp_path))
+    with pytest.raises(builders.DatasetNotBuilt) as excinfo:
+        builders.load_builder("cats_vs_dogs_fast", data_dir=tmp_path, download_and_prepare=False)
+    assert suggested_command(str(excinfo.value)) == [
+        *("tfds", "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
+        *("--config", "224"),
+    ]

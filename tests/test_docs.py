@@ -1,0 +1,181 @@
+"""Every python and bash block of the README, CONTRIBUTING.md and docs/*.md runs, so the
+documentation cannot drift from the code.
+
+The blocks run as a user runs them after the README's first steps: in a fresh home folder
+whose `~/archives` holds a small look-alike sample of the source archives, built with the
+real `tfds build` into `~/tensorflow_datasets` (TFDS's default data dir), with ArrayRecord
+files next to the TFRecords for the loader. Python blocks run in a child interpreter from an
+empty folder; bash blocks run with `bash -e` from the repository root, as in a clone.
+
+A block that cannot run here (a download, a cluster, the test suite itself) is marked right
+above it with `<!-- snippet: skip REASON -->`. A block that imports a framework this
+environment lacks (torch, jax) is skipped with that reason at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, TFDS_CLI, child_env, run_ok
+
+PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")])
+RUN_LANGUAGES = ("python", "bash")
+FENCE = re.compile(r"^```(\S*)\s*$")
+SKIP = re.compile(r"^<!--\s*snippet:\s*skip\b(.*?)-->\s*$")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+TIMEOUT_S = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # of the opening fence, 1-based
+    language: str
+    code: str
+    skip: str | None  # the reason given by a skip marker right above the block
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(REPO).as_posix()}:{self.line}"
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown page, with the skip marker above each."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == "```"), None)
+        assert end is not None, f"{page.name}:{i + 1}: a code block that is never closed"
+        above = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = SKIP.match(above.strip())
+        code = "\n".join(lines[i + 1 : end]) + "\n"
+        blocks.append(Block(page, i + 1, opening.group(1), code, marker and marker.group(1)))
+        i = end + 1
+    return blocks
+
+
+BLOCKS = [b for page in PAGES for b in blocks_of(page) if b.language in RUN_LANGUAGES]
+
+
+def test_every_skip_marker_gives_a_reason_and_sits_on_a_runnable_block():
+    runnable_lines = {(b.page, b.line) for b in BLOCKS}
+    problems = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            marker = SKIP.match(line.strip())
+            if not marker:
+                continue
+            where = f"{page.relative_to(REPO)}:{number}"
+            if not marker.group(1).strip():
+                problems.append(f"{where}: a skip marker without a reason")
+            following = next((n for n in range(number, len(lines)) if lines[n].strip()), None)
+            if following is None or (page, following + 1) not in runnable_lines:
+                problems.append(f"{where}: a skip marker not right above a python or bash block")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_relative_link_points_to_a_file_and_heading_that_exist():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and anchor not in _anchors(file):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_fits_on_a_few_screens():
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+@pytest.fixture(scope="session")
+def docs_home(tmp_path_factory) -> Path:
+    """A home folder as the README leaves it: sample archives, both datasets built."""
+    home = tmp_path_factory.mktemp("home")
+    env = _env(home)
+    archives = home / "archives"
+    run_ok(
+        [sys.executable, "-m", "fast_tfds.cli", "sample", str(archives)]
+        + ["--images-per-class", "20", "--dogs-per-breed", "2", "--breeds", "4"],
+        env=env,
+    )
+    for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
+        run_ok(
+            [*TFDS_CLI, "build", dataset, "--imports", dataset, "--manual_dir", str(archives)],
+            env=env,
+            cwd=home,
+        )
+        version_dir = home / "tensorflow_datasets" / dataset / "224" / "1.0.0"
+        run_ok(
+            [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
+            + ["--out_file_format", "array_record"],
+            env=env,
+            cwd=home,
+        )
+    (home / "cache").mkdir()  # the folder the file-cache examples name
+    return home
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in BLOCKS])
+def test_snippet_runs(block: Block, docs_home: Path, tmp_path: Path):
+    if block.skip is not None:
+        pytest.skip(f"marked in the page: {block.skip.strip()}")
+    env = _env(docs_home)
+    if block.language == "python":
+        missing = _missing_modules(block.code)
+        if missing:
+            pytest.skip(f"needs {', '.join(missing)}, which is not installed here")
+        command, cwd = [sys.executable, "-c", block.code], tmp_path
+    else:
+        command, cwd = ["bash", "-e", "-c", block.code], REPO
+    done = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 0, (
+        f"{block.id} failed (exit {done.returncode}):\n{block.code}\n"
+        f"--- output ---\n{(done.stdout + done.stderr)[-4000:]}"
+    )
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown page."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def _env(home: Path) -> dict[str, str]:
+    """This environment with `home` as HOME and the interpreter's scripts first on PATH."""
+    env = child_env(HOME=str(home))
+    env.pop("TFDS_DATA_DIR", None)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def _missing_modules(code: str) -> list[str]:
+    """Top-level packages the block imports that cannot be found in this environment."""
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return sorted(n for n in names if importlib.util.find_spec(n) is None)
