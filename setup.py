@@ -24,7 +24,7 @@ LOADER = [
 TEST = [
     "pytest>=8.0",
     "pytest-xdist>=3.5",
-    "dill>=0.3.8",  # tfds.testing needs it
+    "dill>=0.3.1.1",  # tfds.testing imports it; apache-beam 2.61 caps it below 0.3.2
     "ruff>=0.6",
     "hypothesis>=6.100",  # fuzzing of image normalization
 ]

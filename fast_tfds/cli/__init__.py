@@ -4,7 +4,7 @@ fast-tfds sample DIR        write look-alike source archives into DIR
 fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs a naive pipeline
 fast-tfds service ...       run a tf.data service dispatcher or worker
 fast-tfds verify PATH...    check built datasets: shards present, records intact, counts
-fast-tfds cache list|clean  the reader's file caches in a folder: list them, remove old ones
+fast-tfds cache list|clean  the reader's caches on disk: list them, remove old ones
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
 
     service.add_command(commands)  # fast-tfds service dispatcher|worker
     verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
-    cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's file caches
+    cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's caches on disk
 
     args = parser.parse_args(argv)
     if args.command in sized:

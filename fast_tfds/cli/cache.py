@@ -1,15 +1,21 @@
-"""`fast-tfds cache list|clean [DIR]`: the reader's file caches in a folder, and removing them.
+"""`fast-tfds cache list|clean [DIR]`: the reader's caches on disk, and removing them.
 
 DIR is the folder of the `cache=` path (`cache="/data/cache"` or
-`cache="/data/cache/run1"` -> /data/cache); the current folder by default.
+`cache="/data/cache/run1"` -> /data/cache); the current folder by default. The
+memory cache (`cache=True`) of a split larger than the memory budget keeps its
+rows in a file on disk (`arena-*.rows`, in $FAST_TFDS_CACHE_DIR, else
+$XDG_CACHE_HOME/fast_tfds, else ~/.cache/fast_tfds, or the reader's `cache_dir`);
+those files are listed and cleaned too: the ones in DIR, and without DIR also
+those in that default folder.
 
     fast-tfds cache list [DIR]
-        one line per cache: state, size, last use, dataset, split, file prefix
+        one line per cache: state, size, last use, dataset, split, file prefix;
+        one per memory-cache file: in use by a running process, or left by a stopped run
     fast-tfds cache clean [DIR] [--older-than AGE] [--all] [--dry-run]
         removes the caches that can never be read again: unfinished ones left by
-        a stopped run, and those of a dataset that was rebuilt or deleted since;
-        with --older-than 30d (or 12h, 45m) also those not used for that long;
-        with --all every cache.
+        a stopped run, those of a dataset that was rebuilt or deleted since, and
+        memory-cache files left by a stopped run; with --older-than 30d (or 12h, 45m) also
+        the file caches not used for that long; with --all every file cache.
 
 A cache that a running process has open is never removed (its OS lock says
 so), whatever the options.
@@ -20,6 +26,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from pathlib import Path
+
+from fast_tfds.core import disk_arena
+
+ARENA_IN_USE = "in use by a running process"
+ARENA_LEFT = "left by a stopped run"
+# What a memory-cache file holds, in the column where a file cache names its dataset.
+ARENA_WHAT = "rows of a memory cache (cache=True)"
 
 
 def describe_state(cache) -> str:
@@ -44,11 +59,31 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s ago"
 
 
+def arena_folders(args) -> list[Path]:
+    """Where `list` and `clean` look for memory-cache files: DIR, and without DIR (the
+    current folder) also the default folder, where the reader puts them unless told."""
+    here = Path(args.folder or ".")
+    if args.folder is not None:
+        return [here]
+    default = disk_arena.default_folder()
+    if default.is_dir() and default.resolve() == here.resolve():
+        return [here]
+    return [here, default]
+
+
+def _mtime_age(path: Path) -> str:
+    try:
+        return _age(max(0.0, time.time() - path.stat().st_mtime))
+    except OSError:  # Removed meanwhile.
+        return "?"
+
+
 def list_command(args, out=None) -> int:
     from fast_tfds.read import cache_files
 
     out = out or sys.stdout
-    caches = cache_files.find(args.folder)
+    folder = args.folder or "."
+    caches = cache_files.find(folder)
     for cache in caches:
         dataset = f"{cache.dataset or '?'} {cache.split or '?'}"
         print(
@@ -56,8 +91,26 @@ def list_command(args, out=None) -> int:
             f"  {dataset}  {cache.prefix}",
             file=out,
         )
+    arena_lines = []
+    for arena_folder in arena_folders(args):
+        arenas = disk_arena.find(arena_folder)
+        for arena in arenas:
+            state = ARENA_IN_USE if arena.in_use else ARENA_LEFT
+            print(
+                f"{state:<50} {_size(arena.size):>12} {_mtime_age(arena.path):>11}"
+                f"  {ARENA_WHAT}  {arena.path}",
+                file=out,
+            )
+        # A default folder is always reported, so that the listing says where it is.
+        if arenas or arena_folder != Path(folder):
+            total = sum(a.size for a in arenas)
+            arena_lines.append(
+                f"{len(arenas)} memory-cache file(s), {_size(total)} in {arena_folder}"
+            )
     total = sum(c.size for c in caches)
-    print(f"{len(caches)} cache(s), {_size(total)} in {args.folder}", file=out)
+    print(f"{len(caches)} cache(s), {_size(total)} in {folder}", file=out)
+    for line in arena_lines:
+        print(line, file=out)
     return 0
 
 
@@ -82,7 +135,7 @@ def clean_command(args, out=None) -> int:
     out = out or sys.stdout
     older_than_s = cache_files.parse_age(args.older_than) if args.older_than else None
     removed = freed = kept = 0
-    for cache in cache_files.find(args.folder):
+    for cache in cache_files.find(args.folder or "."):
         reason = why_remove(cache, older_than_s=older_than_s, everything=args.all)
         if reason is None:
             kept += 1
@@ -99,23 +152,52 @@ def clean_command(args, out=None) -> int:
         print(f"{verb:<8} {cache.prefix} ({reason}, {_size(cache.size)})", file=out)
     verb = "Would remove" if args.dry_run else "Removed"
     print(f"{verb} {removed} cache(s), {_size(freed)}; kept {kept}.", file=out)
+    for folder in arena_folders(args):
+        clean_arenas(folder, dry_run=args.dry_run, out=out)
     return 0
+
+
+def clean_arenas(folder: Path, *, dry_run: bool, out) -> None:
+    """Removes the memory-cache files in `folder` that no running process holds.
+
+    Nothing can read such a file again: each belongs to one process's cache, and
+    its owner is gone. --older-than and --all change nothing here.
+    """
+    arenas = disk_arena.find(folder)
+    if not arenas:
+        return
+    removed = freed = kept = 0
+    for arena in arenas:
+        if arena.in_use:
+            kept += 1
+            print(f"kept     {arena.path} ({ARENA_IN_USE})", file=out)
+            continue
+        if not dry_run:
+            arena.path.unlink(missing_ok=True)
+        removed += 1
+        freed += arena.size
+        verb = "would remove" if dry_run else "removed"
+        print(f"{verb:<8} {arena.path} ({ARENA_LEFT}, {_size(arena.size)})", file=out)
+    verb = "Would remove" if dry_run else "Removed"
+    print(
+        f"{verb} {removed} memory-cache file(s) in {folder}, {_size(freed)}; kept {kept}.", file=out
+    )
 
 
 def add_command(commands) -> None:
     """Adds `cache list|clean` to the fast-tfds command-line parser."""
     p = commands.add_parser(
         "cache",
-        help="list or clean the reader's file caches in a folder",
+        help="list or clean the reader's caches on disk",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the caches in DIR")
-    listing.add_argument("folder", nargs="?", default=".", metavar="DIR")
+    listing.add_argument("folder", nargs="?", metavar="DIR")
     listing.set_defaults(run=lambda args: sys.exit(list_command(_checked(args))))
     clean = actions.add_parser("clean", help="remove unfinished, stale or old caches in DIR")
-    clean.add_argument("folder", nargs="?", default=".", metavar="DIR")
+    clean.add_argument("folder", nargs="?", metavar="DIR")
     clean.add_argument("--older-than", metavar="AGE", help="also those unused for AGE (30d, 12h)")
     clean.add_argument("--all", action="store_true", help="every cache not in use")
     clean.add_argument("--dry-run", action="store_true", help="say what would be removed")
@@ -123,7 +205,7 @@ def add_command(commands) -> None:
 
 
 def _checked(args):
-    if not os.path.isdir(args.folder):
+    if args.folder is not None and not os.path.isdir(args.folder):
         sys.exit(f"fast-tfds cache: {args.folder}: no such folder")
     if getattr(args, "older_than", None):
         from fast_tfds.read import cache_files

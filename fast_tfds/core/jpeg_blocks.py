@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 import PIL.Image
 import simplejpeg
 
-# (height, width) of the whole image -> (top, left, height, width) of the part to keep.
-Window = Callable[[int, int], tuple[int, int, int, int]]
+from fast_tfds.core.hooks import Window
 
 
 def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -102,11 +101,33 @@ def decode_resized_block_into(
     return rows
 
 
+def decode_resized_block(jpegs: Sequence[bytes], shape: tuple[int, int, int]) -> np.ndarray:
+    """`decode_resized_block_into` a new [n, *shape] uint8 array."""
+    return decode_resized_block_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
+
+
+def resize_into(image: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Resizes a decoded [h, w, 3] uint8 image into `out` with the filter of
+    `decode_resized_into` (area average where it shrinks, bilinear where it enlarges)."""
+    _resize_into(image, out)
+    return out
+
+
 def _whole(height: int, width: int) -> tuple[int, int, int, int]:
     return 0, 0, height, width
 
 
+_opencv_single_threaded = False
+
+
 def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
+    global _opencv_single_threaded
+    if not _opencv_single_threaded:
+        # The readers resize in parallel threads or processes of their own, and
+        # OpenCV's pool would compete with them for the same cores. Set on first
+        # use, not at import: importing our packages changes nothing in a process.
+        cv2.setNumThreads(1)
+        _opencv_single_threaded = True
     height, width = out.shape[:2]
     if image.shape[:2] == (height, width):
         out[...] = image

@@ -1,28 +1,30 @@
-"""Per-record work of the loader, run in its worker processes: parse, decode, crop, resize.
+"""Per-record work of the loader, run in its worker processes: parse, crop, decode at size.
 
 A record is a serialized `tf.train.Example`, parsed with the copy of the proto that
-TFDS ships (no TensorFlow). Images are decoded with simplejpeg (libjpeg-turbo),
-which decodes this project's 224x224 JPEGs faster than Pillow or OpenCV, with the
-same pixels. Resizing (the `original` config, crops) uses OpenCV's bilinear
-resize, which matches `tf.image.resize` (half-pixel centres, no antialiasing) as
-the tf.data reader uses it, to within rounding. What a dataset adds (a crop
-window, boxes next to the label) comes from its hook (`fast_tfds.core.hooks`).
+TFDS ships (no TensorFlow). Images go through the one any-size decoder the tf.data
+reader uses too, `fast_tfds.core.jpeg_blocks.decode_resized_into`, so that both back
+ends give the same pixels at every output size: libjpeg-turbo decodes at the smallest
+DCT scale that still covers the output, which skips most of a full decode, and an area
+resize does the rest (see "Resizing and picture fidelity" in docs/reading.md for how
+close that is to `tf.image.resize(..., antialias=True)`). A crop window from the
+dataset's hook (`fast_tfds.core.hooks`) is given to the decoder, not cut afterwards,
+so the DCT scale is chosen for the part that is kept. A JPEG that libjpeg-turbo
+rejects is decoded by Pillow and still arrives.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Mapping
 
-import cv2
 import numpy as np
+import PIL.Image
 import simplejpeg
 from tensorflow_datasets.proto import tf_example_pb2
 
-from fast_tfds.core.hooks import ExampleParts
-
-# OpenCV's own thread pool would fight the worker processes for the cores.
-cv2.setNumThreads(1)
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.core.hooks import ExampleParts, Window
 
 
 class BadRecord(ValueError):
@@ -35,7 +37,8 @@ class DecodeExample:
     dataset's hook puts in the label's place).
 
     Attributes:
-      image_size: (height, width) to resize to, or None to keep the stored size.
+      image_size: (height, width) of every image, or None to keep each image's stored
+        size (cropped to its window, if the hook gives one).
       parts: the dataset's additions (a crop window, a richer target), or None.
     """
 
@@ -50,14 +53,33 @@ class DecodeExample:
             values = {} if self.parts is None else _values(feature, self.parts.keys)
         except Exception as err:  # protobuf's DecodeError, a missing key or value
             raise BadRecord(f"a record is not an image example ({err})") from None
-        image = simplejpeg.decode_jpeg(jpeg, colorspace="RGB")
+        window = None if self.parts is None else self.parts.window(values)
+        image = decode(jpeg, self.image_size, window)
         if self.parts is None:
-            return resize(image, self.image_size), label
-        window = self.parts.window(values)
-        if window is not None:
-            y, x, height, width = window(image.shape[0], image.shape[1])
-            image = image[y : y + height, x : x + width]
-        return resize(image, self.image_size), self.parts.target(values, label)
+            return image, label
+        return image, self.parts.target(values, label)
+
+
+def decode(jpeg: bytes, size: tuple[int, int] | None, window: Window | None) -> np.ndarray:
+    """The image of `jpeg`, cut to `window` and resized to `size` (height, width); with
+    size None, the window (or the whole image) at the stored resolution."""
+    if size is None:
+        height, width = _stored_size(jpeg)
+        _, _, height, width = window(height, width) if window else (0, 0, height, width)
+        size = (height, width)
+    # A window of exactly the output size makes the decoder's resize a plain copy,
+    # so both cases share its decode (and its Pillow fallback).
+    return jpeg_blocks.decode_resized_into(jpeg, np.empty((*size, 3), np.uint8), window)
+
+
+def _stored_size(jpeg: bytes) -> tuple[int, int]:
+    """(height, width) of the stored image, from its header alone."""
+    try:
+        height, width, _, _ = simplejpeg.decode_jpeg_header(jpeg)
+    except ValueError:  # Not for libjpeg-turbo: the decoder falls back to Pillow, so ask it.
+        with PIL.Image.open(io.BytesIO(jpeg)) as image:
+            width, height = image.size
+    return height, width
 
 
 def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -69,10 +91,3 @@ def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
         kind = feature[key].WhichOneof("kind")  # None: an empty list of any kind.
         values[key] = np.asarray(getattr(feature[key], kind).value if kind else [])
     return values
-
-
-def resize(image: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
-    """Bilinear resize to (height, width), skipped when the size already matches."""
-    if size is None or image.shape[:2] == tuple(size):
-        return image
-    return cv2.resize(image, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)

@@ -21,10 +21,9 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
-
-from fast_tfds.core import jpeg_blocks
 
 # What an epoch does, as `Arena.begin` tells the dataset graph.
 FILL, SERVE = 0, 1
@@ -33,14 +32,22 @@ FILL, SERVE = 0, 1
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
+class BlockDecoder(Protocol):
+    """Decodes a block of JPEG bytes (`fast_tfds.read.decode.BlockImages`)."""
+
+    def decode(self, jpegs: np.ndarray) -> np.ndarray: ...
+
+    def decode_into(self, jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """One feature of the arena: the shape and dtype of one example's value, and
-    whether it arrives as JPEG bytes to be decoded straight into its rows."""
+    """One feature of the arena: the shape and dtype of one example's value, and,
+    for a feature that arrives as JPEG bytes, the decoder that writes its rows."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
-    encoded: bool = False
+    encoded: BlockDecoder | None = None
 
 
 def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -76,7 +83,7 @@ class Arena:
         self.num_examples = num_examples
         self.keys = sorted(columns)
         self.columns = {k: columns[k] for k in self.keys}
-        self.encoded = [k for k in self.keys if self.columns[k].encoded]
+        self.encoded = [k for k in self.keys if self.columns[k].encoded is not None]
         self._allocate_column = allocate or allocate_in_memory
         self.arrays = self._allocate()
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
@@ -118,10 +125,11 @@ class Arena:
             rows = arrays[key][start : start + n]
             if live:
                 prefault(rows)
-            if key in self.encoded and live:
-                decoded.append(jpeg_blocks.decode_jpeg_block_into(column, rows))
-            elif key in self.encoded:  # An abandoned fill still decodes its batch.
-                decoded.append(jpeg_blocks.decode_jpeg_block(column, self.columns[key].shape))
+            decoder = self.columns[key].encoded
+            if decoder is not None and live:
+                decoded.append(decoder.decode_into(column, rows))
+            elif decoder is not None:  # An abandoned fill still decodes its batch.
+                decoded.append(decoder.decode(column))
             elif live:
                 rows[...] = column
         if live:
@@ -171,18 +179,15 @@ def rows(key: int, feature: bytes) -> np.ndarray:
     return _live[key].arrays[feature.decode()]
 
 
-def write(key: int, shapes: dict, generation, position, *columns) -> list[np.ndarray]:
-    """`Arena.write` on the arena of `key`. `shapes` gives, per key in sorted order, the
-    decoded shape of the encoded features (None for the others)."""
+def write(key: int, decoders: dict, generation, position, *columns) -> list[np.ndarray]:
+    """`Arena.write` on the arena of `key`. `decoders` gives, per key in sorted order,
+    the decoder of the encoded features (None for the others)."""
     arena = _live.get(key)
     if arena is not None:
         return arena.write(generation, position, *columns)
     # The dataset, and so its arena, is gone while an iterator still runs: decode only.
-    columns = dict(zip(sorted(shapes), columns, strict=True))
-    return [
-        np.int64(0),
-        *(jpeg_blocks.decode_jpeg_block(columns[k], s) for k, s in shapes.items() if s),
-    ]
+    columns = dict(zip(sorted(decoders), columns, strict=True))
+    return [np.int64(0), *(d.decode(columns[k]) for k, d in decoders.items() if d is not None)]
 
 
 # -- backing the rows before they are written ----------------------------------------

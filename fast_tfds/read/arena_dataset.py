@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.read import arena as arenas
-from fast_tfds.read.decode import UNBATCHED_BLOCK, BatchParser
+from fast_tfds.read.decode import UNBATCHED_BLOCK, BatchParser, BlockImages
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.records import batches_per_epoch
 
@@ -80,20 +80,20 @@ def arena_batches(
     epochs: ArenaEpochs,
     *,
     parse_batch: BatchParser | None = None,
-    encoded: dict[str, tf.TensorSpec] | None = None,
+    encoded: dict[str, BlockImages] | None = None,
+    allocate: arenas.Allocate | None = None,
 ) -> tuple[tf.data.Dataset, arenas.Arena]:
     """One epoch of `output_fn(batch)`s, filling the arena or served from it; iterating
     the returned dataset again gives the next epoch.
 
     `examples` are example dicts, or with `parse_batch` serialized records that it
-    parses a block at a time. `encoded` gives the decoded spec of the features that
-    arrive as JPEG bytes ({'image': [224, 224, 3] uint8}): they are decoded into the
-    arena's rows.
+    parses a block at a time. `encoded` gives the features that arrive as JPEG bytes
+    ({'image': BlockImages}): they are decoded into the arena's rows. `allocate` gives
+    the arena its memory (default: anonymous memory; see `arena_memory`).
     """
     encoded = encoded or {}
-    parsed = examples.element_spec if parse_batch is None else parse_batch.example_spec
-    specs = {**parsed, **encoded}
-    arena = arenas.Arena(epochs.num_examples, _columns(specs, encoded))
+    specs = arena_specs(examples, parse_batch, encoded)
+    arena = arenas.Arena(epochs.num_examples, _columns(specs, encoded), allocate)
     # Without a seed each dataset still gets its own permutations.
     base_seed = epochs.seed if epochs.seed is not None else random.SystemRandom().randrange(2**31)
     key = arena.key
@@ -118,10 +118,25 @@ def arena_batches(
     return ds, arena
 
 
+def arena_specs(
+    examples: tf.data.Dataset,
+    parse_batch: BatchParser | None = None,
+    encoded: dict[str, BlockImages] | None = None,
+) -> dict[str, tf.TensorSpec]:
+    """The spec of one example as the arena stores it (JPEGs decoded)."""
+    parsed = examples.element_spec if parse_batch is None else parse_batch.example_spec
+    return {**parsed, **{k: images.spec for k, images in (encoded or {}).items()}}
+
+
+def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
+    """Bytes of one example in the arena."""
+    return sum(spec.shape.num_elements() * spec.dtype.size for spec in specs.values())
+
+
 def _columns(specs: dict[str, tf.TensorSpec], encoded) -> dict[str, arenas.Column]:
     return {
         k: arenas.Column(
-            tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype), k in encoded
+            tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype), encoded.get(k)
         )
         for k, spec in specs.items()
     }
@@ -163,9 +178,9 @@ def _write(arena, specs, generation, position, batch: dict) -> tuple[tf.Tensor, 
     depend on and the decoded features."""
     # By key, not the arena itself: TensorFlow keeps the callable for good.
     key = arena.key
-    shapes = {k: arena.columns[k].shape if k in arena.encoded else None for k in arena.keys}
+    decoders = {k: arena.columns[k].encoded for k in arena.keys}
     done, *decoded = tf.numpy_function(
-        lambda *args: arenas.write(key, shapes, *args),
+        lambda *args: arenas.write(key, decoders, *args),
         [generation, position, *(batch[k] for k in arena.keys)],
         [tf.int64, *(specs[k].dtype for k in arena.encoded)],
         stateful=True,

@@ -3,16 +3,22 @@ per-batch output.
 
 Only the features the output needs are parsed, a block of records at a time
 where every feature is one fixed-size value (`make_batch_parser`), else one
-record at a time (`make_parser`); the image is decoded to uint8 and resized
-only when its stored size differs from the requested one. The float conversion
-runs once per batch, as one XLA-fused op.
+record at a time (`make_parser`). Images of a fixed output size are decoded by
+`fast_tfds.core.jpeg_blocks`, the decoder the Grain loader uses too, so both back
+ends give the same pixels: at a reduced DCT scale when the output is smaller,
+then an area resize (docs/reading.md compares it with `tf.image.resize`). Only
+output that varies in size, and examples decoded on a tf.data service (whose
+workers run graph ops only), use TensorFlow's decoder. The float conversion runs
+once per batch, as one XLA-fused op.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Collection
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import example_parser
@@ -26,10 +32,15 @@ def make_decoder(
     image_size: int | tuple[int, int] | None,
     transform: Callable[[dict], dict] | None = None,
     keys: Collection[str] | None = None,
+    *,
+    graph_ops_only: bool = False,
 ) -> Callable[[tf.Tensor], dict]:
     """fn(serialized example) -> dict with 'image' as uint8 [H, W, 3] and the other features.
 
-    The image is decoded here, resized only when the stored size differs.
+    With a fixed `image_size` the image is decoded (or, if `transform` decoded it,
+    resized) by `jpeg_blocks`, as on the block paths; `graph_ops_only` (for a tf.data
+    service, which cannot ship Python functions to its workers) uses TensorFlow's
+    decoder and antialiased resize instead.
     """
     parse = make_parser(features, transform, keys)
     target = as_hw(image_size)
@@ -38,12 +49,32 @@ def make_decoder(
 
     def decode(serialized: tf.Tensor) -> dict:
         example = parse(serialized)
-        if example["image"].dtype == tf.string:
-            example["image"] = tf.io.decode_jpeg(example["image"], channels=3)
-        example["image"] = resize_uint8(example["image"], target, stored)
+        image = example["image"]
+        if target is not None and not graph_ops_only:
+            example["image"] = decode_resized(image, target)
+            return example
+        if image.dtype == tf.string:
+            image = tf.io.decode_jpeg(image, channels=3)
+        example["image"] = resize_uint8(image, target, stored)
         return example
 
     return decode
+
+
+def decode_resized(image: tf.Tensor, target: tuple[int, int]) -> tf.Tensor:
+    """uint8 [*target, 3] from JPEG bytes (or a decoded uint8 image), by `jpeg_blocks`."""
+    shape = (*target, 3)
+    if image.dtype == tf.string:
+
+        def run(data):
+            return jpeg_blocks.decode_resized_into(data, np.empty(shape, np.uint8))
+    else:
+
+        def run(pixels):
+            return jpeg_blocks.resize_into(pixels, np.empty(shape, np.uint8))
+
+    resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+    return tf.ensure_shape(resized, shape)
 
 
 def make_parser(
@@ -139,23 +170,52 @@ def _example_dtype(dtype: tf.DType) -> tf.DType:
     return tf.float32 if dtype.is_floating else tf.string
 
 
-def stored_output_shape(
+@dataclasses.dataclass(frozen=True)
+class BlockImages:
+    """Stored JPEGs that decode a block at a time to one output shape.
+
+    `resize` is False where every stored image already has the output size (config
+    '224' read at 224): decoded straight to TensorFlow's exact pixels, an image of
+    another size being an error. Else each is decoded at the smallest DCT scale that
+    covers the output and area-resized (`jpeg_blocks.decode_resized_into`).
+    """
+
+    shape: tuple[int, int, int]
+    resize: bool
+
+    @property
+    def spec(self) -> tf.TensorSpec:
+        return tf.TensorSpec(self.shape, tf.uint8)
+
+    def decode(self, jpegs: np.ndarray) -> np.ndarray:
+        if self.resize:
+            return jpeg_blocks.decode_resized_block(jpegs, self.shape)
+        return jpeg_blocks.decode_jpeg_block(jpegs, self.shape)
+
+    def decode_into(self, jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if self.resize:
+            return jpeg_blocks.decode_resized_block_into(jpegs, rows)
+        return jpeg_blocks.decode_jpeg_block_into(jpegs, rows)
+
+
+def block_images(
     features: tfds.features.FeaturesDict,
     image_size: int | tuple[int, int] | None,
     transform: Callable[[dict], dict] | None,
-) -> tuple[int, int, int] | None:
-    """The [H, W, 3] every image decodes to when its stored JPEG already has the
-    output size (no resize, no transform), else None."""
+) -> BlockImages | None:
+    """How the stored images decode in blocks to one output shape, or None when they
+    cannot: the output size varies (`image_size=None` on the `original` config), the
+    images are not RGB JPEGs, or a `transform` works on each example first."""
     image = features["image"]
     stored = tuple(image.shape)
     target = as_hw(image_size)
     if getattr(image, "encoding_format", None) != "jpeg" or transform is not None:
         return None
-    if len(stored) != 3 or None in stored or stored[2] != 3:
+    if len(stored) != 3 or stored[2] != 3:
         return None
-    if target is not None and tuple(target) != stored[:2]:
-        return None
-    return stored
+    if target is None:
+        return None if None in stored else BlockImages(stored, resize=False)
+    return BlockImages((*target, 3), resize=tuple(target) != stored[:2])
 
 
 # Examples per block (a parse, a decode call, a write into the arena) when the reader
@@ -163,21 +223,15 @@ def stored_output_shape(
 UNBATCHED_BLOCK = 64
 
 
-def decode_jpeg_blocks(encoded: dict[str, tf.TensorSpec], batch_size: int | None = None):
-    """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes, one known
-    shape each) decoded to uint8, a block per call (see `jpeg_blocks`)."""
+def decode_jpeg_blocks(encoded: dict[str, BlockImages], batch_size: int | None = None):
+    """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes) decoded
+    to uint8, a block per call (see `BlockImages`)."""
 
     def decode(batch: dict) -> dict:
         batch = dict(batch)
-        for key, spec in encoded.items():
-            shape = tuple(spec.shape.as_list())
-            images = tf.numpy_function(
-                lambda jpegs, shape=shape: jpeg_blocks.decode_jpeg_block(jpegs, shape),
-                [batch[key]],
-                tf.uint8,
-                stateful=False,
-            )
-            batch[key] = tf.ensure_shape(images, [batch_size, *shape])
+        for key, images in encoded.items():
+            decoded = tf.numpy_function(images.decode, [batch[key]], tf.uint8, stateful=False)
+            batch[key] = tf.ensure_shape(decoded, [batch_size, *images.shape])
         return batch
 
     return decode
@@ -186,14 +240,16 @@ def decode_jpeg_blocks(encoded: dict[str, tf.TensorSpec], batch_size: int | None
 def resize_uint8(
     image: tf.Tensor, target: tuple[int, int] | None, stored=(None, None)
 ) -> tf.Tensor:
-    """Bilinear resize to `target`, skipped when the stored size already matches."""
+    """Antialiased bilinear resize to `target` in graph ops (the nearest TensorFlow has
+    to the area filter of `jpeg_blocks`), skipped when the stored size already matches."""
     if target is None:
         return image
     if tuple(stored) == tuple(target):
         return tf.ensure_shape(image, (*target, 3))
 
     def resized():
-        return tf.cast(tf.round(tf.image.resize(image, target)), tf.uint8)
+        scaled = tf.image.resize(image, target, antialias=True)
+        return tf.cast(tf.round(tf.clip_by_value(scaled, 0, 255)), tf.uint8)
 
     same = tf.reduce_all(tf.equal(tf.shape(image)[:2], target))
     image = tf.cond(same, lambda: image, resized)

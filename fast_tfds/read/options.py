@@ -27,6 +27,8 @@ class ReadOptions:
     batch_size: int | None = 32
     image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
     cache: bool | str | os.PathLike = True
+    cache_budget: int | None = None
+    cache_dir: str | os.PathLike | None = None
     shuffle: bool = True
     shuffle_buffer: int = 1024
     seed: int | None = None
@@ -45,6 +47,8 @@ class ReadOptions:
         check_batch_size(self.batch_size)
         check_image_size(self.image_size)
         _check_cache(self.cache)
+        check_int("cache_budget", self.cache_budget, optional=True)
+        _check_cache_dir(self.cache_dir)
         check_int("shuffle_buffer", self.shuffle_buffer)
         check_seed(self.seed)
         if self.dtype not in (tf.float32, tf.uint8):
@@ -84,6 +88,18 @@ class ReadOptions:
 
     def replace(self, **changes: Any) -> ReadOptions:
         return dataclasses.replace(self, **changes)
+
+
+def _check_cache_dir(cache_dir) -> None:
+    if cache_dir is None:
+        return
+    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+        raise ValueError(f"cache_dir={cache_dir!r}: must be a local folder")
+    if "://" in os.fspath(cache_dir):
+        raise ValueError(
+            f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
+            "are a memory-mapped file)"
+        )
 
 
 def _check_cache(cache) -> None:

@@ -16,15 +16,16 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.read import arena_dataset, file_cache, records, service
+from fast_tfds.read import arena_dataset, arena_memory, file_cache, records, service
 from fast_tfds.read.decode import (
     UNBATCHED_BLOCK,
     BatchParser,
+    BlockImages,
+    block_images,
     decode_jpeg_blocks,
     make_batch_parser,
     make_decoder,
     make_output_fn,
-    stored_output_shape,
 )
 from fast_tfds.read.options import ReadOptions
 
@@ -34,14 +35,15 @@ AUTOTUNE = tf.data.AUTOTUNE
 class Plan(enum.Enum):
     """How `read_split` turns a split's records into batches."""
 
-    # cache=True, stored JPEGs at the output size: epoch 1 parses and decodes blocks
-    # of records straight into the arena's rows; later epochs gather from the arena.
+    # cache=True, JPEGs to a fixed output size: epoch 1 parses blocks of records and
+    # decodes (at a reduced scale and resized, where the size differs) straight into
+    # the arena's rows; later epochs gather from the arena.
     ARENA = "arena"
-    # cache=False, stored JPEGs at the output size: each batch of records is parsed
-    # and its JPEGs decoded as one block.
+    # cache=False, JPEGs to a fixed output size: each batch of records is parsed and
+    # its JPEGs decoded as one block.
     BLOCK_STREAM = "block stream"
-    # cache=True, fixed-size examples decoded one at a time (resized, transformed or
-    # decoded by a tf.data service): epoch 1 copies its batches into the arena.
+    # cache=True, fixed-size examples decoded one at a time (transformed, e.g. cropped,
+    # or decoded by a tf.data service): epoch 1 copies its batches into the arena.
     ARENA_OF_EXAMPLES = "arena of examples"
     # Everything else: examples decoded one at a time, cached per example (in memory
     # or in files) if asked, shuffled and batched.
@@ -51,7 +53,7 @@ class Plan(enum.Enum):
 def choose_plan(reading: Reading) -> Plan:
     """The fastest plan that can produce what the options ask for."""
     opts = reading.opts
-    if reading.parse_batch is not None:  # Stored JPEGs at the output size.
+    if reading.parse_batch is not None:  # JPEGs decoded in blocks to the output size.
         if opts.cache is False:
             return Plan.BLOCK_STREAM
         if arena_dataset.supports(reading.block_spec):
@@ -122,15 +124,15 @@ class Reading:
         )
 
     @functools.cached_property
-    def encoded(self) -> dict[str, tf.TensorSpec] | None:
-        """{'image': its decoded spec} when the stored JPEGs already have the output
-        size and are decoded here in blocks, else None: they need a resize or a
-        transform, a tf.data service decodes them, or a file cache keeps the examples."""
+    def encoded(self) -> dict[str, BlockImages] | None:
+        """{'image': how its JPEGs decode} when they are decoded here in blocks to a
+        fixed output size, else None: the size varies, a transform works on each
+        example, a tf.data service decodes them, or a file cache keeps the examples."""
         opts = self.opts
         if opts.cache not in (True, False) or opts.service is not None:
             return None
-        shape = stored_output_shape(self.features, opts.image_size, opts.transform)
-        return None if shape is None else {"image": tf.TensorSpec(shape, tf.uint8)}
+        images = block_images(self.features, opts.image_size, opts.transform)
+        return None if images is None else {"image": images}
 
     @functools.cached_property
     def parse_batch(self) -> BatchParser | None:
@@ -143,14 +145,32 @@ class Reading:
     @property
     def block_spec(self) -> dict[str, tf.TensorSpec]:
         """One example of a parsed block, its JPEGs decoded."""
-        return {**self.parse_batch.example_spec, **self.encoded}
+        return arena_dataset.arena_specs(self.serialized, self.parse_batch, self.encoded)
+
+    def arena_allocator(self, specs: dict[str, tf.TensorSpec]):
+        """Where the arena of examples of `specs` gets its rows: memory, or disk when
+        they do not fit the budget (one log line says so; no room at all: an error)."""
+        opts = self.opts
+        need = self.num_examples * arena_dataset.row_bytes(specs)
+        return arena_memory.allocator(
+            need,
+            what=f"{self.builder.info.full_name} {self.split}",
+            cache_budget=opts.cache_budget,
+            cache_dir=opts.cache_dir,
+        )
 
     @functools.cached_property
     def examples(self) -> tf.data.Dataset:
         """The records parsed and decoded one example at a time, on the tf.data
         service's workers when one is given (everything after runs here)."""
         opts = self.opts
-        decode = make_decoder(self.features, opts.image_size, opts.transform, self.keys)
+        decode = make_decoder(
+            self.features,
+            opts.image_size,
+            opts.transform,
+            self.keys,
+            graph_ops_only=self.service_address is not None,
+        )
         ds = self.serialized.map(
             decode, num_parallel_calls=AUTOTUNE, deterministic=opts.is_deterministic
         )
@@ -164,7 +184,11 @@ def _arena(reading: Reading) -> tf.data.Dataset:
     (epoch 1); later epochs gather from the arena."""
     epochs = arena_dataset.ArenaEpochs.of(reading.opts, reading.num_examples, reading.output_fn)
     ds, _ = arena_dataset.arena_batches(
-        reading.serialized, epochs, parse_batch=reading.parse_batch, encoded=reading.encoded
+        reading.serialized,
+        epochs,
+        parse_batch=reading.parse_batch,
+        encoded=reading.encoded,
+        allocate=reading.arena_allocator(reading.block_spec),
     )
     return ds
 
@@ -195,7 +219,8 @@ def _arena_of_examples(reading: Reading) -> tf.data.Dataset:
     """Plan.ARENA_OF_EXAMPLES: decoded examples shuffled ─ batched ─ copied into the
     arena (epoch 1); later epochs gather from the arena."""
     epochs = arena_dataset.ArenaEpochs.of(reading.opts, reading.num_examples, reading.output_fn)
-    ds, _ = arena_dataset.arena_batches(reading.examples, epochs)
+    allocate = reading.arena_allocator(reading.examples.element_spec)
+    ds, _ = arena_dataset.arena_batches(reading.examples, epochs, allocate=allocate)
     return ds
 
 

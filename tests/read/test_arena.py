@@ -13,6 +13,7 @@ import tensorflow as tf
 from PIL import Image
 
 from fast_tfds.read import arena, arena_dataset
+from fast_tfds.read.decode import BlockImages
 from tests.read.reading import digest, epoch, read
 
 
@@ -89,12 +90,12 @@ def test_batches_of_a_stopped_fill_keep_their_pixels(cats_data_dir, stored):
     assert [digest(image) for batch in held for image in batch.numpy()] == digests
 
 
-def test_resized_examples_are_copied_into_the_arena(cats_data_dir):
-    # Stored 224 JPEGs read at 32x32 are decoded and resized by TensorFlow one at a
-    # time, then copied into the arena (only same-size JPEGs are decoded into it).
+def test_transformed_examples_are_copied_into_the_arena(cats_data_dir):
+    # With a transform each example is decoded (and resized to 32x32) on its own,
+    # then copied into the arena; JPEGs straight from the records decode into it.
     expected = collections.Counter(epoch(read(cats_data_dir, image_size=32, cache=False)))
     before = _keys()
-    ds = read(cats_data_dir, image_size=32)
+    ds = read(cats_data_dir, image_size=32, transform=dict)
     made = _new_arena(before)
     assert made.arrays["image"].shape == (sum(expected.values()), 32, 32, 3)
     epochs = [epoch(ds) for _ in range(3)]
@@ -123,15 +124,15 @@ def _jpeg(height: int, width: int) -> bytes:
 
 def test_a_fill_whose_arena_is_gone_still_decodes():
     columns = {
-        "image": arena.Column((48, 64, 3), np.dtype(np.uint8), encoded=True),
+        "image": arena.Column((48, 64, 3), np.dtype(np.uint8), BlockImages((48, 64, 3), False)),
         "label": arena.Column((), np.dtype(np.int64)),
     }
     key = arena.Arena(2, columns).key  # Gone at once: nothing holds it.
     gc.collect()
     assert key not in _keys()
     jpegs = np.array([_jpeg(48, 64)] * 2, dtype=object)
-    shapes = {"image": (48, 64, 3), "label": None}
-    _, images = arena.write(key, shapes, 1, 0, jpegs, np.array([0, 1]))
+    decoders = {"image": columns["image"].encoded, "label": None}
+    _, images = arena.write(key, decoders, 1, 0, jpegs, np.array([0, 1]))
     expected = np.stack([tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs])
     np.testing.assert_array_equal(images, expected)
 

@@ -22,8 +22,12 @@ PLANS = [
     ({}, Plan.ARENA),
     ({"batch_size": None, "dtype": tf.float32}, Plan.ARENA),
     ({"cache": False}, Plan.BLOCK_STREAM),
-    ({"image_size": 32}, Plan.ARENA_OF_EXAMPLES),
-    ({"image_size": 32, "cache": False}, Plan.PER_EXAMPLE),
+    # Another output size: decoded at a reduced scale and resized, in blocks too.
+    ({"image_size": 32}, Plan.ARENA),
+    ({"image_size": 32, "cache": False}, Plan.BLOCK_STREAM),
+    # A transform works on each example: decoded one at a time.
+    ({"transform": dict}, Plan.ARENA_OF_EXAMPLES),
+    ({"transform": dict, "cache": False}, Plan.PER_EXAMPLE),
     # Output with filenames (strings) cannot live in an arena: Dataset.cache() keeps it.
     ({"as_supervised": False}, Plan.PER_EXAMPLE),
     ({"cache": "file"}, Plan.PER_EXAMPLE),

@@ -1,0 +1,69 @@
+"""Where an arena's rows live: in memory when they fit the budget, else in a file on disk.
+
+An arena larger than the memory the process may still take does not fail: the
+kernel evicts the process's own pages (TensorFlow's code among them) to make
+room, and the read crawls without an error. So before reserving the rows the
+reader asks `fast_tfds.core.memory_budget` how much it may take (the cgroup
+limits of a container, MemAvailable, or the user's `cache_budget`), and when the
+rows do not fit, lays them out in a memory-mapped file on local disk instead
+(`fast_tfds.core.disk_arena`): the same layout, the same fill and serve, with
+the page cache keeping in memory as much of it as the budget allows. When the
+disk lacks room too, the read fails before its first batch, with one line that
+says what would fit.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from absl import logging
+
+from fast_tfds.core import disk_arena, memory_budget
+from fast_tfds.read import arena
+
+# Of the memory found free, the share an arena may take by default: the rest of the
+# process (TensorFlow, prefetched batches, the model's own step) needs room too.
+# A budget the user gives (`cache_budget=`) is taken whole.
+DEFAULT_SHARE = 0.75
+
+
+def allocator(
+    need: int,
+    *,
+    what: str,
+    cache_budget: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> arena.Allocate:
+    """How to allocate the `need` bytes of an arena: in memory or in a file on disk.
+
+    Raises `disk_arena.NotEnoughRoom` (a ValueError) with one line when neither
+    memory nor the cache folder can hold it.
+    """
+    budget = memory_budget.available_memory(cache_budget)
+    allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
+    if need <= allowed:
+        return arena.allocate_in_memory
+    folder = Path(cache_dir) if cache_dir is not None else disk_arena.default_folder()
+    over = f"the cache of {what} needs {_gib(need)}, over its memory budget of {_gib(allowed)}"
+    try:
+        disk_arena.check_room(folder, need)
+    except (disk_arena.NotEnoughRoom, OSError) as err:
+        raise disk_arena.NotEnoughRoom(
+            f"fast_tfds: {over} ({budget.source}), and it cannot go to disk either: {err}. "
+            "Pass cache_dir= a local folder with room, cache_budget= more bytes, a smaller "
+            "image_size=, or cache=False."
+        ) from None
+    logging.warning(
+        "fast_tfds: %s (%s): its rows go to a memory-mapped file in %s, served from the "
+        "page cache as far as memory allows (set cache_dir= to choose the folder).",
+        over,
+        budget.source,
+        folder,
+    )
+    return functools.partial(disk_arena.allocate, folder)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

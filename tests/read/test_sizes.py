@@ -1,0 +1,264 @@
+"""Every fixed output size takes the block decoder, in every plan, and every example
+arrives exactly once per epoch; the arena goes to disk when it does not fit the
+memory budget (the option, or a real cgroup limit), and a killed fill is never
+trusted."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from fast_tfds.core import disk_arena, jpeg_blocks
+from fast_tfds.read import arena, plans
+from fast_tfds.read.options import ReadOptions
+from tests.helpers import REPO, child_env
+from tests.read.reading import digest, epoch, read
+
+SIZES = (160, 224, 384)
+CONFIGS = ("224", "original")
+
+
+@pytest.fixture(scope="module")
+def expected(cats_data_dir):
+    """{(config, size): Counter of the digests of `decode_resized_into` of each stored JPEG}."""
+
+    def digests(config, size):
+        builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
+        ds = builder.as_dataset("train", decoders={"image": tfds.decode.SkipDecoding()})
+        out = np.empty((size, size, 3), np.uint8)
+        return collections.Counter(
+            digest(jpeg_blocks.decode_resized_into(ex["image"].numpy(), out)) for ex in ds
+        )
+
+    return {(c, s): digests(c, s) for c in CONFIGS for s in SIZES}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("cache", [True, False])
+def test_every_size_is_read_in_blocks_with_every_example_once(
+    cats_data_dir, expected, config, size, cache
+):
+    builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
+    reading = plans.Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
+    assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.BLOCK_STREAM)
+    ds = read(cats_data_dir, config=config, image_size=size, cache=cache)
+    for _ in range(2):  # With the cache: the fill, then an epoch served from the arena.
+        assert collections.Counter(epoch(ds)) == expected[config, size]
+
+
+@pytest.mark.parametrize("size", [160, 384])
+def test_the_per_example_paths_give_the_block_paths_pixels(cats_data_dir, expected, size):
+    # A file cache and a transform decode one example at a time, with the same decoder.
+    per_example = [
+        read(cats_data_dir, config="original", image_size=size, cache=False, transform=dict),
+        read(cats_data_dir, config="original", image_size=size, transform=dict),
+    ]
+    for ds in per_example:
+        assert collections.Counter(epoch(ds)) == expected["original", size]
+
+
+def test_a_jpeg_the_block_decoder_rejects_arrives_by_the_fallback():
+    # A PNG where a JPEG should be (a dataset built by other tools): libjpeg-turbo
+    # rejects it, Pillow decodes it.
+    import io
+
+    import simplejpeg
+    from PIL import Image
+
+    pixels = np.random.default_rng(1).integers(0, 256, (40, 50, 3), np.uint8)
+    png, rgb = io.BytesIO(), io.BytesIO()
+    Image.fromarray(pixels).save(png, "PNG")
+    Image.fromarray(pixels).save(rgb, "JPEG")
+    with pytest.raises(ValueError):
+        simplejpeg.decode_jpeg(png.getvalue(), colorspace="RGB")
+    jpegs = np.array([rgb.getvalue(), png.getvalue(), rgb.getvalue()], dtype=object)
+    rows = jpeg_blocks.decode_resized_block(jpegs, (32, 32, 3))
+    with Image.open(io.BytesIO(png.getvalue())) as image:
+        converted = np.asarray(image.convert("RGB"))
+    expected = jpeg_blocks.resize_into(converted, np.empty((32, 32, 3), np.uint8))
+    np.testing.assert_array_equal(rows[1], expected)  # In its own position.
+    np.testing.assert_array_equal(rows[0], rows[2])
+    assert not np.array_equal(rows[0], rows[1])
+
+
+# -- the memory budget and the disk arena --------------------------------------------
+
+
+def _arena_files(folder: Path) -> list[disk_arena.ArenaFile]:
+    return disk_arena.find(folder)
+
+
+def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
+    cats_data_dir, expected, tmp_path, caplog
+):
+    folder = tmp_path / "rows"
+    before = set(map(id, arena.live_arenas()))
+    ds = read(cats_data_dir, config="original", image_size=160, cache_budget=1, cache_dir=folder)
+    (made,) = [a for a in arena.live_arenas() if id(a) not in before]
+    files = _arena_files(folder)  # One per feature: the images and the labels.
+    assert files and all(f.in_use for f in files)
+    assert sum(f.size for f in files) == made.nbytes
+    assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
+    for _ in range(3):  # The fill, then two epochs from the file.
+        assert collections.Counter(epoch(ds)) == expected["original", 160]
+    assert collections.Counter(digest(r) for r in made.arrays["image"]) == expected["original", 160]
+    del ds, made
+    import gc
+
+    gc.collect()
+    assert _arena_files(folder) == [], "the file goes with its dataset"
+
+
+def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, tmp_path):
+    folder = tmp_path / "rows"
+    ds = read(cats_data_dir, image_size=160, cache_budget=1 << 40, cache_dir=folder)
+    epoch(ds)
+    assert not folder.exists() or _arena_files(folder) == []
+
+
+def test_no_room_anywhere_fails_before_the_first_batch_with_one_line(cats_data_dir, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(disk_arena.NotEnoughRoom) as raised:
+        read(cats_data_dir, image_size=160, cache_budget=1, cache_dir=blocker / "rows")
+    message = str(raised.value)
+    assert "\n" not in message
+    for words in ("needs", "cache_budget=1", "cache_dir=", "cache=False"):
+        assert words in message, message
+
+
+_KILLED_FILL = textwrap.dedent(
+    """
+    import sys
+    import cats_vs_dogs_fast, tensorflow as tf
+    ds = cats_vs_dogs_fast.as_fast_dataset(
+        "train", data_dir=sys.argv[1], config="original", download_and_prepare=False,
+        image_size=160, batch_size=2, dtype=tf.uint8, cache_budget=1, cache_dir=sys.argv[2])
+    it = iter(ds)
+    next(it)
+    print("filling", flush=True)
+    sys.stdin.readline()  # Killed here, mid-fill.
+    """
+)
+
+
+def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, expected, tmp_path):
+    folder = tmp_path / "rows"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_FILL, os.fspath(cats_data_dir), os.fspath(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+        cwd=REPO,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "filling"
+        left = _arena_files(folder)
+        assert left and all(f.in_use for f in left)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    finally:
+        child.kill()
+    left = _arena_files(folder)
+    assert left and not any(f.in_use for f in left), "the killed process's locks went with it"
+    ds = read(cats_data_dir, config="original", image_size=160, cache_budget=1, cache_dir=folder)
+    files = _arena_files(folder)
+    assert not {f.path for f in left} & {f.path for f in files}, "leftovers removed, not reused"
+    assert files and all(f.in_use for f in files)
+    for _ in range(2):
+        assert collections.Counter(epoch(ds)) == expected["original", 160]
+
+
+# -- a real cgroup memory limit ----------------------------------------------------
+
+_CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+
+_IN_A_CGROUP = textwrap.dedent(
+    """
+    import collections, hashlib, os, sys
+    cgroup, data_dir, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    import tensorflow as tf, tensorflow_datasets as tfds, cats_vs_dogs_fast
+    from fast_tfds.core import disk_arena
+
+    def read_file(name):
+        with open(os.path.join(cgroup, name)) as f:
+            return f.read()
+
+    builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
+    count = builder.info.splits["train"].num_examples
+    need = count * size * size * 3
+    stat = dict(line.split() for line in read_file("memory.stat").splitlines())
+    working_set = int(read_file("memory.usage_in_bytes")) - int(stat["total_inactive_file"])
+    # Headroom of the arena's size: the reader's default share of it is too little.
+    with open(os.path.join(cgroup, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(working_set + need))
+    ds = cats_vs_dogs_fast.as_fast_dataset(
+        "train", data_dir=data_dir, config="original", download_and_prepare=False,
+        image_size=size, batch_size=4, dtype=tf.uint8)
+    on_disk = bool(disk_arena.find(disk_arena.default_folder()))
+    epochs = []
+    for _ in range(2):
+        digests = collections.Counter()
+        for images, _ in ds:
+            digests.update(hashlib.sha1(i.tobytes()).hexdigest() for i in images.numpy())
+        epochs.append(digests)
+    print(sum(epochs[0].values()) - count, epochs[0] == epochs[1], on_disk, need, flush=True)
+    """
+)
+
+
+def _can_make_cgroups() -> str | None:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "needs root on Linux to make a memory cgroup"
+    if not (_CGROUP_V1 / "memory.limit_in_bytes").exists():
+        return "needs the cgroup v1 memory controller at /sys/fs/cgroup/memory"
+    probe = _CGROUP_V1 / f"fast_tfds_probe_{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as err:
+        return f"cannot make a memory cgroup here ({err})"
+    return None
+
+
+@pytest.mark.skipif(_can_make_cgroups() is not None, reason=str(_can_make_cgroups()))
+def test_a_cgroup_limit_below_the_arena_sends_it_to_disk(cats_data_dir, tmp_path):
+    cgroup = _CGROUP_V1 / f"fast_tfds_test_{uuid.uuid4().hex[:8]}"
+    cgroup.mkdir()
+    size = 1536  # A 7 MiB row: 56 examples make an arena larger than TensorFlow's own needs.
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _IN_A_CGROUP, str(cgroup), os.fspath(cats_data_dir), str(size)],
+            capture_output=True,
+            text=True,
+            env={**child_env(), "FAST_TFDS_CACHE_DIR": os.fspath(tmp_path / "rows")},
+            cwd=REPO,
+            timeout=300,
+        )
+    finally:
+        for _ in range(50):  # The child's exit frees the cgroup a moment later.
+            try:
+                cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert done.returncode == 0, done.stderr[-3000:]
+    missing, same, on_disk, _ = done.stdout.split()
+    assert (int(missing), same, on_disk) == (0, "True", "True"), done.stdout
+    assert "memory limit of cgroup" in done.stderr and "memory-mapped file" in done.stderr

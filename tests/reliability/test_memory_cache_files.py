@@ -1,0 +1,141 @@
+"""`fast-tfds cache list|clean` and the memory cache's rows on disk (`disk_arena` files):
+those of a killed run are listed as such and removed, those of a live process are kept.
+
+Real processes: one allocates rows and is SIGKILLed, another holds its rows until told.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from fast_tfds.core import disk_arena
+from tests.helpers import child_env
+
+# Allocates rows in a file in argv[1], writes some, prints the file's path; then
+# kills itself ("kill") or holds the rows until a line comes on stdin ("hold").
+_OWNER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    import numpy as np
+    from fast_tfds.core import disk_arena
+    folder, then = Path(sys.argv[1]), sys.argv[2]
+    rows = disk_arena.allocate(folder, (64, 32, 32, 3), np.uint8)
+    rows[:8] = 1
+    mine = f"arena-{os.getpid()}-"
+    (arena,) = [a for a in disk_arena.find(folder) if a.path.name.startswith(mine)]
+    print(arena.path, flush=True)
+    if then == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.readline()
+    """
+)
+
+
+def leftover(folder: Path) -> Path:
+    """The rows file of a process killed while it held it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _OWNER, os.fspath(folder), "kill"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    path = Path(done.stdout.strip())
+    assert path.exists() and not disk_arena.is_locked(path)
+    return path
+
+
+def start_holder(folder: Path) -> tuple[subprocess.Popen, Path]:
+    """A live process holding its rows file; stopped by a line on its stdin."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, os.fspath(folder), "hold"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    line = child.stdout.readline().strip()
+    assert line, child.stderr.read()[-3000:]
+    return child, Path(line)
+
+
+def fast_tfds_cache(*args, cwd: Path, **env: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=child_env(**env),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def line_of(output: str, path: Path) -> str:
+    lines = [line for line in output.splitlines() if line.endswith(f"  {path}")]
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
+    folder = tmp_path / "caches"
+    # Where the reader would put rows by default: never looked at when DIR is given.
+    elsewhere = {disk_arena.CACHE_DIR_ENV: os.fspath(tmp_path / "default")}
+    killed = leftover(folder)
+    other = leftover(tmp_path / "default")
+    holder, live = start_holder(folder)
+    try:
+        listed = fast_tfds_cache("list", folder, cwd=tmp_path, **elsewhere)
+        assert line_of(listed, killed).startswith("left by a stopped run ")
+        assert line_of(listed, live).startswith("in use by a running process ")
+        assert " MiB " in line_of(listed, killed) and " ago " in line_of(listed, killed)
+        assert f"2 memory-cache file(s), 0.4 MiB in {folder}" in listed  # 2 x 192 KiB
+        assert os.fspath(other) not in listed
+
+        dry = fast_tfds_cache("clean", folder, "--dry-run", cwd=tmp_path, **elsewhere)
+        assert f"would remove {killed} (left by a stopped run, " in dry, dry
+        assert killed.exists() and live.exists()
+
+        cleaned = fast_tfds_cache("clean", folder, cwd=tmp_path, **elsewhere)
+        assert f"removed  {killed} (left by a stopped run, " in cleaned, cleaned
+        assert f"kept     {live} (in use by a running process)" in cleaned
+        assert f"Removed 1 memory-cache file(s) in {folder}, " in cleaned and "kept 1." in cleaned
+        assert live.exists() and not killed.exists() and other.exists()
+        cleaned = fast_tfds_cache("clean", folder, "--all", cwd=tmp_path, **elsewhere)
+        assert "Removed 0 memory-cache file(s) in " in cleaned and live.exists(), cleaned
+        listed = fast_tfds_cache("list", folder, cwd=tmp_path, **elsewhere)
+        assert line_of(listed, live).startswith("in use by a running process ")
+        assert os.fspath(killed) not in listed
+    finally:
+        holder.kill()
+        holder.communicate()
+    # Its owner killed too, the last file is a leftover like the first.
+    cleaned = fast_tfds_cache("clean", folder, cwd=tmp_path, **elsewhere)
+    assert "Removed 1 memory-cache file(s)" in cleaned and not live.exists(), cleaned
+
+
+def test_without_dir_the_default_folder_is_listed_and_cleaned(tmp_path):
+    work, default = tmp_path / "work", tmp_path / "default"
+    work.mkdir()
+    env = {disk_arena.CACHE_DIR_ENV: os.fspath(default)}
+    listed = fast_tfds_cache("list", cwd=work, **env)
+    assert f"0 memory-cache file(s), 0.0 MiB in {default}" in listed  # says where it looks
+    in_default, in_work = leftover(default), leftover(work)
+    listed = fast_tfds_cache("list", cwd=work, **env)
+    assert line_of(listed, in_default).startswith("left by a stopped run ")
+    assert line_of(listed, Path(".") / in_work.name).startswith("left by a stopped run ")
+    cleaned = fast_tfds_cache("clean", cwd=work, **env)
+    assert f"removed  {in_default} (left by a stopped run, " in cleaned, cleaned
+    assert not in_default.exists() and not in_work.exists()
+    assert f"0 memory-cache file(s), 0.0 MiB in {default}" in fast_tfds_cache(
+        "list", cwd=work, **env
+    )
