@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from fast_tfds.read.decode import WINDOW_KEY
 from stanford_dogs_tfrecord import crops
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -81,7 +82,10 @@ def reader_options(
         example = dict(example)
         bbox = example["objects"]["bbox"]
         if crop_to_box:
-            example["image"] = crop_to_first_box(example["image"], bbox)
+            # The reader's decoder cuts the window (at a reduced DCT scale when the
+            # output is smaller), as the Grain loader does: the same pixels in both.
+            window = crop_window(bbox, tf.io.extract_jpeg_shape(example["image"]))
+            example[WINDOW_KEY] = window
         if not as_supervised:
             # All features are returned: the boxes must batch.
             example["objects"] = {**example["objects"], "bbox": to_batchable(bbox)}

@@ -1,13 +1,15 @@
 """The tf.data back end: the fast reader shared by both datasets (see `reader`).
 
     shard files ─ interleave(TFRecordDataset) ─ the split's serialized records
-      ├ stored JPEGs at the output size, fixed-size features:
+      ├ JPEGs to a fixed output size, fixed-size features, no transform:
       │   shuffle the records ─ batch ─ parse the block (one op)
-      │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block into its arena
-      │   │   rows; later epochs gather batches by a permutation of the split
+      │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block (at a reduced
+      │   │   DCT scale and resized, where sizes differ) into its arena rows, in
+      │   │   memory or, over the memory budget, in a file on disk
+      │   │   (`arena_memory`); later epochs gather by a permutation of the split
       │   └ Plan.BLOCK_STREAM (cache=False): decode the block
-      └ otherwise: parse + decode (+ resize, transform) one example at a time,
-        on the tf.data service's workers when `service` is given
+      └ otherwise: parse + (transform) + decode one example at a time, with the
+        same decoder, or on the tf.data service's workers when `service` is given
           ├ Plan.ARENA_OF_EXAMPLES (cache=True, fixed-size): shuffle ─ batch ─
           │   copied into the arena in epoch 1; later epochs gather from it
           └ Plan.PER_EXAMPLE: cache (memory or files) ─ shuffle ─ batch
@@ -15,7 +17,8 @@
 
 `reader` is the front door and `plans` chooses a plan and builds its pipeline;
 `records` reads the shards, `decode` parses and decodes, `arena` holds decoded
-examples between epochs and `arena_dataset` wires it into tf.data, `file_cache`
+examples between epochs, `arena_memory` decides where (memory or disk) and
+`arena_dataset` wires it into tf.data, `file_cache`
 caches in files (named by `cache_key`, listed and removed by `cache_files`),
 `service` hands decoding to a tf.data service cluster, and `options` validates the
 keywords. The names below load on first use, so that a command line importing
@@ -29,7 +32,7 @@ from fast_tfds.read._lazy import exports
 _EXPORTS = {
     "ReadOptions": "fast_tfds.read.options",
     "as_fast_dataset": "fast_tfds.read.reader",
-    "load_builder": "fast_tfds.read.reader",
+    "load_builder": "fast_tfds.core.builders",
     "read_split": "fast_tfds.read.reader",
 }
 

@@ -26,6 +26,12 @@ from tensorflow_datasets.core import example_parser
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 
+# A `transform` may name the part of the image to keep, int32 [top, left, height,
+# width] in the stored image's pixels, instead of decoding and cutting it itself:
+# the decoder then picks its DCT scale for that part, as the Grain loader does with
+# the same window, and both give the same pixels.
+WINDOW_KEY = "image/window"
+
 
 def make_decoder(
     features: tfds.features.FeaturesDict,
@@ -49,11 +55,13 @@ def make_decoder(
 
     def decode(serialized: tf.Tensor) -> dict:
         example = parse(serialized)
-        image = example["image"]
+        image, window = example["image"], example.pop(WINDOW_KEY, None)
         if target is not None and not graph_ops_only:
-            example["image"] = decode_resized(image, target)
+            example["image"] = decode_resized(image, target, window)
             return example
-        if image.dtype == tf.string:
+        if window is not None:
+            image = tf.image.decode_and_crop_jpeg(image, window, channels=3)
+        elif image.dtype == tf.string:
             image = tf.io.decode_jpeg(image, channels=3)
         example["image"] = resize_uint8(image, target, stored)
         return example
@@ -61,19 +69,34 @@ def make_decoder(
     return decode
 
 
-def decode_resized(image: tf.Tensor, target: tuple[int, int]) -> tf.Tensor:
-    """uint8 [*target, 3] from JPEG bytes (or a decoded uint8 image), by `jpeg_blocks`."""
+def decode_resized(
+    image: tf.Tensor, target: tuple[int, int], window: tf.Tensor | None = None
+) -> tf.Tensor:
+    """uint8 [*target, 3] from JPEG bytes (cut to `window`, if given) or from a decoded
+    uint8 image, by `jpeg_blocks`."""
     shape = (*target, 3)
-    if image.dtype == tf.string:
-
-        def run(data):
-            return jpeg_blocks.decode_resized_into(data, np.empty(shape, np.uint8))
-    else:
+    if image.dtype != tf.string:
 
         def run(pixels):
             return jpeg_blocks.resize_into(pixels, np.empty(shape, np.uint8))
 
-    resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+    elif window is None:
+
+        def run(data):
+            return jpeg_blocks.decode_resized_into(data, np.empty(shape, np.uint8))
+
+        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+    else:
+
+        def run(data, window):
+            top, left, height, width = (int(v) for v in window)
+            out = np.empty(shape, np.uint8)
+            return jpeg_blocks.decode_resized_into(
+                data, out, lambda h, w: (top, left, height, width)
+            )
+
+        resized = tf.numpy_function(run, [image, window], tf.uint8, stateful=False)
     return tf.ensure_shape(resized, shape)
 
 

@@ -92,9 +92,12 @@ def read_split(
       options: a `ReadOptions`; keywords (below) override its fields.
       batch_size: examples per batch (the global batch when input_context is
         given); None for unbatched examples.
-      image_size: output size, int or (height, width); images are resized only
-        when the stored size differs. None keeps stored sizes (then batching
-        needs a fixed-size config such as '224').
+      image_size: output size, int or (height, width). Images are decoded a block
+        at a time with libjpeg-turbo, at the smallest DCT scale that covers the
+        output, and area-resized (close to `tf.image.resize(antialias=True)`; see
+        docs/reading.md); stored images already at the size keep TensorFlow's exact
+        pixels. None keeps stored sizes (then batching needs a fixed-size config
+        such as '224').
       cache: True caches decoded uint8 images in memory: fixed-size examples in one
         arena per split that epoch 1 fills, served in a new global order every epoch
         (see `fast_tfds.read.arena_dataset`), others with `Dataset.cache()`. A path
@@ -107,6 +110,13 @@ def read_split(
         `<file>.lock`, freed when that process ends, so files left by a killed run are
         removed by the next); another process reads it once complete, and reads without
         a cache, with a warning, while it is being written. See `fast_tfds.read.file_cache`.
+      cache_budget: bytes the in-memory cache may take. Default: three quarters of
+        what the process may still use (its cgroup's memory limit in a container,
+        else MemAvailable). A cache over the budget goes to a memory-mapped file in
+        `cache_dir` instead, with one log line; if that folder lacks room too, the
+        read fails at once with one line. See `fast_tfds.read.arena_memory`.
+      cache_dir: the local folder of such files (default: $FAST_TFDS_CACHE_DIR, else
+        ~/.cache/fast_tfds); `fast-tfds cache list|clean` shows and removes them.
       shuffle: shuffle file order and examples (a new order every epoch);
         epochs served from the arena are a permutation of the whole split.
       shuffle_buffer: examples in the shuffle buffer of epochs that decode
@@ -125,7 +135,8 @@ def read_split(
         own subset of the shard files.
       transform: an optional fn(example dict) -> example dict applied after
         parsing (the image still JPEG bytes) and before decoding and the cache;
-        dataset-specific options such as cropping use it.
+        dataset-specific options such as cropping use it. To crop, it may add
+        `decode.WINDOW_KEY` (int32 [top, left, height, width]) rather than decode.
       transform_keys: features `transform` needs besides the output's.
       service: 'grpc://HOST:PORT' of a tf.data service dispatcher: its workers
         read and decode (and `transform`) the examples, each exactly once per
