@@ -81,6 +81,20 @@ def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarra
     return array
 
 
+def write_back(array: np.ndarray) -> None:
+    """Writes the rows of an `allocate`d array to its file now (msync).
+
+    Under a memory limit the kernel must free page cache to make room; pages already
+    written back are dropped at once, while dirty ones would be written out one by
+    one inside that reclaim, stalling every reader that waits for memory.
+    """
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, mmap.mmap):
+        base.flush()
+
+
 def find(folder: Path) -> list[ArenaFile]:
     """The cache files in `folder`, and whether a running process holds each."""
     files = []

@@ -52,8 +52,8 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
 
     libjpeg-turbo decodes at a scale of n/8 in the DCT domain: asking for the smallest
     scale whose result still covers the output skips most of the work of a full
-    decode. The rest is an area-average resize (OpenCV's INTER_AREA; bilinear where
-    it enlarges), close to `tf.image.resize(..., antialias=True)`; docs/reading.md
+    decode. The rest (less than a 2x shrink) is a bilinear resize (OpenCV's INTER_LINEAR;
+    its area filter past 2x), close to `tf.image.resize(..., antialias=True)`; docs/reading.md
     gives the measured difference. An image already at the output size is decoded
     straight into `out`, with exactly TensorFlow's pixels. `window`, if given, picks
     the part of the image to keep (a crop to a box) before the resize. A JPEG that
@@ -108,7 +108,7 @@ def decode_resized_block(jpegs: Sequence[bytes], shape: tuple[int, int, int]) ->
 
 def resize_into(image: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Resizes a decoded [h, w, 3] uint8 image into `out` with the filter of
-    `decode_resized_into` (area average where it shrinks, bilinear where it enlarges)."""
+    `decode_resized_into` (bilinear, or the area filter for shrinks past 2x)."""
     _resize_into(image, out)
     return out
 
@@ -132,12 +132,17 @@ def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
     if image.shape[:2] == (height, width):
         out[...] = image
         return
-    shrinks = image.shape[0] >= height and image.shape[1] >= width
+    # After the DCT-scaled decode, which already averaged 8/n pixels into one, at most
+    # a 2x shrink is left (n/(n-1) < 2 for scales n/8 > 1/8): bilinear there stays
+    # within a few levels of an antialiased resize of the full image, at a fraction of
+    # the cost of OpenCV's area filter for fractional ratios. Larger shrinks (past
+    # the 1/8 scale) take the area filter, so they do not alias.
+    far = image.shape[0] > 2 * height or image.shape[1] > 2 * width
     cv2.resize(
         np.ascontiguousarray(image),
         (width, height),
         dst=out,
-        interpolation=cv2.INTER_AREA if shrinks else cv2.INTER_LINEAR,
+        interpolation=cv2.INTER_AREA if far else cv2.INTER_LINEAR,
     )
 
 

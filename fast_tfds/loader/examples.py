@@ -4,7 +4,7 @@ A record is a serialized `tf.train.Example`, parsed with the copy of the proto t
 TFDS ships (no TensorFlow). Images go through the one any-size decoder the tf.data
 reader uses too, `fast_tfds.core.jpeg_blocks.decode_resized_into`, so that both back
 ends give the same pixels at every output size: libjpeg-turbo decodes at the smallest
-DCT scale that still covers the output, which skips most of a full decode, and an area
+DCT scale that still covers the output, which skips most of a full decode, and a
 resize does the rest (see "Resizing and picture fidelity" in docs/reading.md for how
 close that is to `tf.image.resize(..., antialias=True)`). A crop window from the
 dataset's hook (`fast_tfds.core.hooks`) is given to the decoder, not cut afterwards,

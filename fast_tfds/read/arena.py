@@ -29,6 +29,8 @@ import numpy as np
 FILL, SERVE = 0, 1
 
 # fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
+# It may also have a method `filled(array)`, called once the fill has written every row
+# (rows on disk write themselves back then: see `arena_memory`).
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
@@ -134,9 +136,14 @@ class Arena:
                 rows[...] = column
         if live:
             with self._lock:
+                done = False
                 if int(generation) == self._generation:
                     self._written += n
-                    self._filled = self._written == self.num_examples
+                    self._filled = done = self._written == self.num_examples
+            filled = getattr(self._allocate_column, "filled", None)
+            if done and filled is not None:
+                for array in arrays.values():
+                    filled(array)
         return [np.int64(0), *decoded]
 
     def _allocate(self) -> dict[str, np.ndarray]:

@@ -14,10 +14,10 @@ says what would fit.
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
+import numpy as np
 from absl import logging
 
 from fast_tfds.core import disk_arena, memory_budget
@@ -62,7 +62,22 @@ def allocator(
         budget.source,
         folder,
     )
-    return functools.partial(disk_arena.allocate, folder)
+    return DiskRows(folder)
+
+
+class DiskRows:
+    """An `arena.Allocate` that lays the rows out in files in `folder`."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def __call__(self, shape: tuple[int, ...], dtype) -> np.ndarray:
+        return disk_arena.allocate(self.folder, shape, dtype)
+
+    def filled(self, array: np.ndarray) -> None:
+        # Written back once, after the fill: served epochs then find clean pages,
+        # which the kernel drops cheaply when the budget is reached.
+        disk_arena.write_back(array)
 
 
 def _gib(n: int) -> str:

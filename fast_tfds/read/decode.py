@@ -6,7 +6,7 @@ where every feature is one fixed-size value (`make_batch_parser`), else one
 record at a time (`make_parser`). Images of a fixed output size are decoded by
 `fast_tfds.core.jpeg_blocks`, the decoder the Grain loader uses too, so both back
 ends give the same pixels: at a reduced DCT scale when the output is smaller,
-then an area resize (docs/reading.md compares it with `tf.image.resize`). Only
+then resized (docs/reading.md compares it with `tf.image.resize`). Only
 output that varies in size, and examples decoded on a tf.data service (whose
 workers run graph ops only), use TensorFlow's decoder. The float conversion runs
 once per batch, as one XLA-fused op.
@@ -200,7 +200,7 @@ class BlockImages:
     `resize` is False where every stored image already has the output size (config
     '224' read at 224): decoded straight to TensorFlow's exact pixels, an image of
     another size being an error. Else each is decoded at the smallest DCT scale that
-    covers the output and area-resized (`jpeg_blocks.decode_resized_into`).
+    covers the output and resized (`jpeg_blocks.decode_resized_into`).
     """
 
     shape: tuple[int, int, int]
@@ -264,7 +264,7 @@ def resize_uint8(
     image: tf.Tensor, target: tuple[int, int] | None, stored=(None, None)
 ) -> tf.Tensor:
     """Antialiased bilinear resize to `target` in graph ops (the nearest TensorFlow has
-    to the area filter of `jpeg_blocks`), skipped when the stored size already matches."""
+    to the filter of `jpeg_blocks`), skipped when the stored size already matches."""
     if target is None:
         return image
     if tuple(stored) == tuple(target):

@@ -94,7 +94,7 @@ def read_split(
         given); None for unbatched examples.
       image_size: output size, int or (height, width). Images are decoded a block
         at a time with libjpeg-turbo, at the smallest DCT scale that covers the
-        output, and area-resized (close to `tf.image.resize(antialias=True)`; see
+        output, and resized (close to `tf.image.resize(antialias=True)`; see
         docs/reading.md); stored images already at the size keep TensorFlow's exact
         pixels. None keeps stored sizes (then batching needs a fixed-size config
         such as '224').

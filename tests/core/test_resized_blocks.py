@@ -2,7 +2,7 @@
 
 The reference is what a user would otherwise write: `tf.io.decode_jpeg` and then
 `tf.image.resize(..., antialias=True)`. The block decoder decodes at a reduced DCT
-scale and area-averages the rest, so its pixels differ a little; the bound below is
+scale and resizes the rest, so its pixels differ a little; the bound below is
 the contract documented in docs/reading.md.
 """
 
