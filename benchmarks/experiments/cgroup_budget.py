@@ -11,7 +11,9 @@ the v1 memory controller at /sys/fs/cgroup/memory):
    plus the arena);
 2. with a limit of (that peak - the arena + half the arena): the reader finds the
    limit, sends the arena to disk (its log line is printed), and the time is
-   compared with (1).
+   compared with (1). Each epoch's major page faults and bytes read from disk are
+   printed too (a served epoch should read back about the part of the arena that
+   the limit evicted, not more).
 
 Rounds alternate (1, 2, 1, 2, ...) so that the CPU's swings hit both alike.
 """
@@ -43,11 +45,19 @@ start = time.perf_counter()
 ds = cats_vs_dogs_fast.as_fast_dataset(
     "train", data_dir=data_dir, config=config, download_and_prepare=False,
     image_size=int(size), dtype=tf.uint8, batch_size=64)
+import resource
 images, times = 0, []
+def io():
+    read = [l for l in open("/proc/self/io") if l.startswith("read_bytes")][0].split()[1]
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt, int(read) >> 20
 for epoch in range(2):
+    before = io()
     for batch, _ in ds:
         images += int(batch.shape[0])
     times.append(time.perf_counter() - start - sum(times))
+    after = io()
+    faults, read = after[0] - before[0], after[1] - before[1]
+    print("EPOCH", epoch, "majflt", faults, "read MiB", read, file=sys.stderr)
 print("RESULT", images, time.perf_counter() - start, *times, flush=True)
 """
 
@@ -90,6 +100,9 @@ def main() -> None:
     p.add_argument("--config", default="224")
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--limit-mib", type=int, help="the limit (default: the peak less half the arena)"
+    )
     args = p.parse_args()
     if os.geteuid() != 0 or not (MEMORY / "memory.limit_in_bytes").exists():
         sys.exit("needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory")
@@ -101,7 +114,7 @@ def main() -> None:
     count = builder.info.splits["train"].num_examples
     arena = count * args.image_size**2 * 3
     free, limited = [], []
-    limit = None
+    limit = args.limit_mib * 2**20 if args.limit_mib else None
     for _ in range(args.rounds):
         images, seconds, peak, said = run_child(args.data_dir, args.config, args.image_size, 0)
         free.append(seconds)
@@ -123,6 +136,9 @@ def main() -> None:
         )
         for line in said[:1]:
             print("   ", line.split("fast_tfds:", 1)[1].strip()[:300])
+        for line in stderr.splitlines():
+            if line.startswith("EPOCH"):
+                print("   ", line)
     ratio = statistics.median(a / b for a, b in zip(limited, free, strict=True))
     print(f"with the limit / without: {ratio:.2f}x (median of {args.rounds} alternated rounds)")
 

@@ -29,8 +29,9 @@ import numpy as np
 FILL, SERVE = 0, 1
 
 # fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
-# It may also have a method `filled(array)`, called once the fill has written every row
-# (rows on disk write themselves back then: see `arena_memory`).
+# It may also have a method `filled(array)`, called once the fill has written every row,
+# and `read_ahead(array, rows)`, called a few batches before served epochs gather those
+# rows (rows on disk write themselves back, and are read ahead: see `arena_memory`).
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
@@ -146,6 +147,17 @@ class Arena:
                     filled(array)
         return [np.int64(0), *decoded]
 
+    @property
+    def reads_ahead(self) -> bool:
+        """Whether served epochs should ask for their rows ahead (rows on disk)."""
+        return hasattr(self._allocate_column, "read_ahead")
+
+    def read_ahead(self, rows: np.ndarray) -> None:
+        read_ahead = getattr(self._allocate_column, "read_ahead", None)
+        if read_ahead is not None and self._filled:
+            for array in self.arrays.values():
+                read_ahead(array, rows)
+
     def _allocate(self) -> dict[str, np.ndarray]:
         return {
             k: self._allocate_column((self.num_examples, *c.shape), c.dtype)
@@ -179,6 +191,14 @@ def bytes_held() -> int:
 
 def begin(key: int) -> np.ndarray:
     return _live[key].begin()
+
+
+def read_ahead(key: int, rows: np.ndarray) -> np.int64:
+    """`Arena.read_ahead` on the arena of `key`, if it is still alive."""
+    arena = _live.get(key)
+    if arena is not None:
+        arena.read_ahead(rows)
+    return np.int64(0)
 
 
 def rows(key: int, feature: bytes) -> np.ndarray:

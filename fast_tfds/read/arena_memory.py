@@ -79,6 +79,9 @@ class DiskRows:
         # which the kernel drops cheaply when the budget is reached.
         disk_arena.write_back(array)
 
+    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
+        disk_arena.read_ahead(array, rows)
+
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

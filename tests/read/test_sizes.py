@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,6 +101,18 @@ def _arena_files(folder: Path) -> list[disk_arena.ArenaFile]:
     return disk_arena.find(folder)
 
 
+def _random_read_mappings(folder: Path) -> list[bool]:
+    """For each mapping of a file in `folder` in this process: marked MADV_RANDOM?"""
+    smaps = Path("/proc/self/smaps").read_text()
+    found = []
+    for mapping in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", smaps):
+        lines = mapping.splitlines()
+        if lines and str(folder) in lines[0]:
+            flags = next(line for line in lines if line.startswith("VmFlags:")).split()
+            found.append("rr" in flags)
+    return found
+
+
 def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     cats_data_dir, expected, tmp_path, caplog
 ):
@@ -111,8 +124,12 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
+    assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
         assert collections.Counter(epoch(ds)) == expected["original", 160]
+    # Once filled, the rows are written back and marked for random reads (no read-around
+    # of the device's whole read-ahead window at each fault).
+    assert _random_read_mappings(folder) == [True] * len(files)
     assert collections.Counter(digest(r) for r in made.arrays["image"]) == expected["original", 160]
     del ds, made
     import gc
