@@ -42,8 +42,8 @@ def as_fast_dataset(
         the example dicts always hold the boxes, in that form, as
         example['objects']['bbox'], and this option changes nothing.
       crop_to_box: return the image cropped to its first box (the annotated
-        dog), decoded from only that part of the JPEG, then resized to
-        `image_size` like any image (aspect ratio not kept). Images without a
+        dog): the decoder is given that window and resizes it to `image_size`
+        like any image (aspect ratio not kept). Images without a
         box are returned whole. Returned boxes stay relative to the whole image.
       as_supervised: (image, label) tuples (see with_boxes), else dicts of all
         features.

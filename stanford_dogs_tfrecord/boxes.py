@@ -2,7 +2,9 @@
 
 Both run inside the shared reader's `transform` hook, on each example right
 after parsing, while the image is still JPEG bytes and before the cache, so a
-cached pipeline caches the crops and the boxes too.
+cached pipeline caches the crops and the boxes too. A crop is named, not cut:
+the transform adds the window (`decode.WINDOW_KEY`) and the reader's decoder
+cuts it, as the Grain loader's does, so both give the same pixels.
 
 The number of boxes varies from image to image (most have one), so boxes
 cannot go through the reader's plain `batch` as dense tensors. The transform
@@ -49,7 +51,9 @@ def crop_window(bbox: tf.Tensor, image_shape: tf.Tensor) -> tf.Tensor:
 
 
 def crop_to_first_box(jpeg: tf.Tensor, bbox: tf.Tensor) -> tf.Tensor:
-    """uint8 [h, w, 3]: the first box's pixels, decoded straight from the JPEG bytes.
+    """uint8 [h, w, 3]: the first box's pixels, decoded straight from the JPEG bytes, in
+    graph ops only (what a tf.data service's workers can run; the reader itself hands
+    the window to its decoder instead).
 
     `tf.image.decode_and_crop_jpeg` skips the rows outside the window, so this is
     cheaper than decoding the whole image. An image without boxes is decoded whole.
