@@ -6,7 +6,8 @@ extra first). It uses the library's public API only.
 
 `stream` times epochs of each pipeline (`baselines` has the pipelines users
 write and the decode ceilings), `train` times a Keras model's wait for input,
-`loaders` adds the non-TensorFlow rows, `epoch_boundaries` times Keras `fit`
+`loaders` adds the non-TensorFlow rows, `sizes` the output sizes and the disk
+cache (`python -m benchmarks sizes`), `epoch_boundaries` times Keras `fit`
 between epochs, `memory` measures what caches hold, `report` prints, saves and
 compares results, and `data` writes and builds the sample. `results/` keeps
 earlier runs; `experiments/` the scripts behind one-off measurements.

@@ -4,6 +4,7 @@ same data, in one process. Run it from the root of a clone of the repository:
   python -m benchmarks                          streaming: images/s, first batch, memory
   python -m benchmarks --train                  how long MobileNetV2 steps wait for input
   python -m benchmarks --loaders                the JAX/PyTorch loader rows instead
+  python -m benchmarks sizes [--help]           output sizes 160/224/384, the disk cache
   python -m benchmarks --compare A.json B.json  the ratio of two runs, row by row
   python -m benchmarks --list                   the pipelines (names for --only)
 
@@ -96,6 +97,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sizes"]:  # A run of its own, with its own options.
+        from benchmarks import sizes
+
+        sizes.main(argv[1:], prog="python -m benchmarks sizes")
+        return
     args = parse_args(argv)
     if args.compare:
         print(bench_report.compare(*args.compare))
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "schema": 1,
         "mode": "train" if args.train else "stream",
-        "command": " ".join(["python -m benchmarks", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python -m benchmarks", *argv]),
         "machine": _machine(),
         "dataset": {
             "name": args.dataset,

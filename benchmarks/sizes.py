@@ -1,44 +1,63 @@
-"""Output sizes and the disk cache: `python -m benchmarks.sizes`.
+"""Output sizes and the disk cache: `python -m benchmarks sizes`.
 
 Rows, images/s per epoch (uint8 batches of 64, no shuffle, the sample read from
-the page cache), all in one run with every row timed once per round and the
-rounds interleaved, so that the CPU's swings hit every row alike:
+the page cache), all in one run: every row is warmed up with one untimed epoch,
+then timed once per round, the rounds interleaved, so that the CPU's swings hit
+every row alike:
 
 - per output size (160, 224, 384) of the `original` config (the photos as they
-  were, ~300-500 px): TensorFlow's decode + antialiased resize of the same JPEG
-  bytes held in memory (parallel map, batch: the reference), and ours without a
-  cache, the epoch that fills the cache, an epoch served from it, and the Grain
-  loader;
+  were, ~220-500 px): the reference, TensorFlow's decode + antialiased resize of
+  the same JPEG bytes held in memory (parallel map, batch, prefetch); ours
+  without a cache; the epoch that fills the cache; an epoch served from it; and
+  the Grain loader;
 - the stored-224 default path (config `224` at 224): TensorFlow's decode of the
-  same bytes, ours without a cache, filling and served;
-- the cache on disk (`cache_budget=1`, `cache_dir=`): filling and served, next to
-  the cache in memory, for `original` at 224.
+  same bytes from memory, ours without a cache, filling and served;
+- the cache on disk (`cache_budget=1`, `cache_dir=`), `original` at 224: filling
+  and served, against the cache in memory.
 
-The ratios printed are medians over rounds of each round's ratio.
+Each ratio is the median over rounds of that round's ratio of two rows; `cores`
+is CPU seconds over wall seconds, the cores an epoch kept busy: an epoch at half
+its row's usual rate on one core is a pipeline that ran one thread, not a slow
+machine (tf.data's autotuning can do that; `--no-autotune` turns it off in every
+tf.data row, ours and TensorFlow's). Every epoch must count every image of the
+split, and the disk rows must find their filled cache file in the cache folder;
+otherwise the run ends with an error after writing its JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import gc
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import data
-from fast_tfds.quiet import quiet_tensorflow
 
 DATASET = "cats_vs_dogs_fast"
 SIZES = (160, 224, 384)
 BATCH = 64
+DEFAULT_IMAGES_PER_CLASS = 1000  # 2,016 images: about 4 minutes on 2 cores, 7 rounds
+DEFAULT_ROUNDS = 7
+RESULTS = data.REPO_ROOT / "benchmarks" / "results"
 
 
-def _reference(builder, size: int | None):
-    """TensorFlow's decode (+ antialiased resize to `size`) of the split's JPEG bytes in memory."""
-    import tensorflow as tf
+@dataclasses.dataclass
+class Row:
+    """One epoch of a pipeline, and the row its ratio is taken against."""
+
+    measure: Callable[[], dict]  # -> one epoch's {"images", "seconds", "cpu_seconds"}
+    reference: str | None = None
+
+
+def _jpegs_in_memory(builder) -> tuple[list[bytes], list[int]]:
     import tensorflow_datasets as tfds
 
     raw = builder.as_dataset("train", decoders={"image": tfds.decode.SkipDecoding()})
@@ -46,12 +65,19 @@ def _reference(builder, size: int | None):
     for example in raw:
         jpegs.append(example["image"].numpy())
         labels.append(int(example["label"]))
+    return jpegs, labels
+
+
+def _tf_decode(jpegs: list[bytes], labels: list[int], size: int | None):
+    """What users write: decode (+ antialiased resize to `size`, cast) of JPEG bytes in memory."""
+    import tensorflow as tf
 
     def decode(jpeg, label):
         image = tf.io.decode_jpeg(jpeg, channels=3)
         if size is not None:
-            image = tf.image.resize(image, (size, size), antialias=True)
-            image = tf.cast(tf.round(tf.clip_by_value(image, 0, 255)), tf.uint8)
+            # The antialiased bilinear filter has non-negative weights: the floats stay
+            # within [0, 255], so a plain cast is a correct (truncating) conversion.
+            image = tf.cast(tf.image.resize(image, (size, size), antialias=True), tf.uint8)
         return image, label
 
     ds = tf.data.Dataset.from_tensor_slices((jpegs, labels))
@@ -60,188 +86,356 @@ def _reference(builder, size: int | None):
 
 
 class Rows:
-    """{row name: fn() -> (images, seconds) of one epoch}, made once per run."""
+    """{row name: Row}, made once per run, in the order they are timed and printed."""
 
-    def __init__(self, data_dir: Path, cache_dir: Path, with_loader: bool = True):
+    def __init__(
+        self, data_dir: Path, cache_dir: Path, with_loader: bool = True, autotune: bool = True
+    ):
         import tensorflow as tf
         import tensorflow_datasets as tfds
 
         import cats_vs_dogs_fast  # noqa: F401  (registers the dataset)
 
         self.data_dir, self.cache_dir = data_dir, cache_dir
-        self.builders = {
+        self.uint8 = tf.uint8
+        self.options = None
+        if not autotune:
+            # AUTOTUNE parallelism then stays at the number of cores.
+            self.options = tf.data.Options()
+            self.options.autotune.enabled = False
+        builders = {
             c: tfds.builder(DATASET, config=c, data_dir=data_dir) for c in ("224", "original")
         }
-        self.uint8 = tf.uint8
-        self.rows = {}
-        original = self.builders["original"]
+        self.images = builders["224"].info.splits["train"].num_examples
+        self.disk_files: list[list[int]] = []  # Bytes on disk of the cache files, per fill.
+        rows: dict[str, Row] = {}
+        original = _jpegs_in_memory(builders["original"])
+        loader_dir = _array_record_dir(builders["original"]) if with_loader else None
         for size in SIZES:
-            self.rows[f"original->{size} TF decode+resize"] = _epochs(_reference(original, size))
-            self.rows[f"original->{size} ours, no cache"] = self._ours("original", size, False)
+            name = f"original->{size}"
+            tf_row = f"{name} TF decode+resize"
+            rows[tf_row] = Row(_epochs(self._tuned(_tf_decode(*original, size))))
+            rows[f"{name} ours, no cache"] = Row(self._ours("original", size), tf_row)
             fill, served = self._cached("original", size)
-            self.rows[f"original->{size} ours, cache fill"] = fill
-            self.rows[f"original->{size} ours, cache served"] = served
-            if with_loader:
-                self.rows[f"original->{size} loader"] = self._loader(size)
-        self.rows["224 TF decode"] = _epochs(_reference(self.builders["224"], None))
-        self.rows["224 ours, no cache"] = self._ours("224", 224, False)
+            rows[f"{name} ours, cache fill"] = Row(fill, f"{name} ours, no cache")
+            rows[f"{name} ours, cache served"] = Row(served)
+            if loader_dir is not None:
+                rows[f"{name} loader"] = Row(_loader(loader_dir, size), tf_row)
+        del original
+        stored = _tf_decode(*_jpegs_in_memory(builders["224"]), None)
+        rows["224 TF decode"] = Row(_epochs(self._tuned(stored)))
+        rows["224 ours, no cache"] = Row(self._ours("224", 224), "224 TF decode")
         fill, served = self._cached("224", 224)
-        self.rows["224 ours, cache fill"], self.rows["224 ours, cache served"] = fill, served
-        fill, served = self._cached("original", 224, cache_budget=1, cache_dir=cache_dir)
-        self.rows["original->224 ours, disk cache fill"] = fill
-        self.rows["original->224 ours, disk cache served"] = served
+        rows["224 ours, cache fill"] = Row(fill, "224 ours, no cache")
+        rows["224 ours, cache served"] = Row(served)
+        fill, served = self._cached("original", 224, on_disk=True)
+        rows["original->224 ours, disk cache fill"] = Row(fill, "original->224 ours, cache fill")
+        rows["original->224 ours, disk cache served"] = Row(
+            served, "original->224 ours, cache served"
+        )
+        self.rows = rows
+
+    def _tuned(self, ds):
+        return ds if self.options is None else ds.with_options(self.options)
 
     def _dataset(self, config, size, cache, **options):
         import cats_vs_dogs_fast
 
-        return cats_vs_dogs_fast.as_fast_dataset(
-            "train",
-            data_dir=self.data_dir,
-            config=config,
-            download_and_prepare=False,
-            image_size=size,
-            cache=cache,
-            batch_size=BATCH,
-            dtype=self.uint8,
-            shuffle=False,
-            **options,
+        return self._tuned(
+            cats_vs_dogs_fast.as_fast_dataset(
+                "train",
+                data_dir=self.data_dir,
+                config=config,
+                download_and_prepare=False,
+                image_size=size,
+                cache=cache,
+                batch_size=BATCH,
+                dtype=self.uint8,
+                shuffle=False,
+                **options,
+            )
         )
 
-    def _ours(self, config, size, cache):
-        return _epochs(self._dataset(config, size, cache))
+    def _ours(self, config, size):
+        return _epochs(self._dataset(config, size, False))
 
-    def _cached(self, config, size, **options):
+    def _cached(self, config, size, on_disk=False):
         """(fill, served): a new dataset every round, so that each round fills its cache."""
+        options = {"cache_budget": 1, "cache_dir": self.cache_dir} if on_disk else {}
         held = {}
 
         def fill():
-            held["ds"] = self._dataset(config, size, True, **options)  # The last one is freed.
-            return _epoch(held["ds"])
+            held.pop("ds", None)  # The last round's cache goes first,
+            gc.collect()  # now, not during a later epoch.
+            held["ds"] = self._dataset(config, size, True, **options)
+            epoch = _epoch(held["ds"])
+            if on_disk:
+                self.disk_files.append(_allocated_bytes(self.cache_dir))
+            return epoch
 
         def served():
             return _epoch(held["ds"])
 
         return fill, served
 
-    def _loader(self, size):
-        from benchmarks.loaders import add_array_record_files
-        from fast_tfds import as_fast_loader
 
-        builder = add_array_record_files(self.builders["original"])
+def _array_record_dir(builder) -> Path:
+    from benchmarks.loaders import add_array_record_files
 
-        def epoch():
-            # A new loader each time: a running one decodes the next epoch ahead, in the
-            # background, while the other rows are timed.
-            start, images = time.perf_counter(), 0
-            loader = as_fast_loader(
-                DATASET,
-                builder_dir=builder.data_dir,
-                download_and_prepare=False,
-                image_size=size,
-                batch_size=BATCH,
-                shuffle=False,
-            )
+    return Path(add_array_record_files(builder).data_dir)
+
+
+def _loader(builder_dir: Path, size: int):
+    from fast_tfds import as_fast_loader
+
+    def epoch():
+        # A new loader each epoch, made before the clock starts (as the tf.data rows'
+        # datasets are), and closed after it: a running loader decodes its next epoch
+        # in the background, which would take the CPU from the rows timed meanwhile.
+        loader = as_fast_loader(
+            DATASET,
+            builder_dir=builder_dir,
+            download_and_prepare=False,
+            image_size=size,
+            batch_size=BATCH,
+            shuffle=False,
+        )
+        with Clock() as clock:
             for batch_images, _ in loader:
-                images += len(batch_images)
-            seconds = time.perf_counter() - start
-            loader.close()
-            return images, seconds
+                clock.images += len(batch_images)
+        loader.close()
+        return clock.epoch()
 
-        return epoch
+    return epoch
 
 
-def _epoch(ds) -> tuple[int, float]:
-    start, images = time.perf_counter(), 0
-    for batch_images, _ in ds:
-        images += int(batch_images.shape[0])
-    return images, time.perf_counter() - start
+def _allocated_bytes(folder: Path) -> list[int]:
+    """Disk blocks in use by each file in `folder` (the cache file is sparse until filled)."""
+    return [p.stat().st_blocks * 512 for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+class Clock:
+    """Images, wall seconds and CPU seconds (every thread of this process) of one epoch;
+    CPU seconds over wall seconds are the cores the epoch kept busy."""
+
+    def __enter__(self) -> Clock:
+        self.images = 0
+        self._cpu, self._start = _cpu_seconds(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self._start
+        self.cpu_seconds = _cpu_seconds() - self._cpu
+
+    def epoch(self) -> dict:
+        return {"images": self.images, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds}
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _epoch(ds) -> dict:
+    with Clock() as clock:
+        for batch_images, _ in ds:
+            clock.images += int(batch_images.shape[0])
+    return clock.epoch()
 
 
 def _epochs(ds):
     return lambda: _epoch(ds)
 
 
-def run(rows: Rows, rounds: int) -> dict:
-    """Warms every row up once (page cache, tracing), then times `rounds` interleaved rounds."""
-    for measure in rows.rows.values():  # Fill rows are followed by their served row.
-        measure()
-    timed = {name: [] for name in rows.rows}
-    for _ in range(rounds):
-        for name, measure in rows.rows.items():
-            images, seconds = measure()
-            timed[name].append({"images": images, "seconds": seconds})
-    return timed
+def run(rows: dict[str, Row], rounds: int) -> tuple[dict, dict]:
+    """(warm-up epochs, timed epochs): every row once untimed (page cache, tracing),
+    then `rounds` interleaved rounds. A fill row comes before its served row."""
+    warmup = {name: _measure(row) for name, row in rows.items()}
+    timed = {name: [] for name in rows}
+    for r in range(rounds):
+        print(f"Round {r + 1} of {rounds} ...", flush=True)
+        for name, row in rows.items():
+            timed[name].append(_measure(row))
+    return warmup, timed
 
 
-def ratios(timed: dict) -> dict[str, float]:
-    """Median over rounds of each round's ratio of two rows."""
+def _measure(row: Row) -> dict:
+    # What a row let go (an iterator, a dataset) can sit in a reference cycle until the
+    # collector runs: collected here, before the clock starts, not during an epoch.
+    gc.collect()
+    return row.measure()
 
-    def ratio(top: str, bottom: str) -> float:
-        per_round = [
-            (t["images"] / t["seconds"]) / (b["images"] / b["seconds"])
-            for t, b in zip(timed[top], timed[bottom], strict=True)
-        ]
-        return statistics.median(per_round)
 
+def summarize(rows: dict[str, Row], timed: dict) -> dict:
+    """Per row: images/s median, min, max; and against its reference row, the median,
+    min and max over rounds of the per-round ratio."""
     out = {}
-    for size in SIZES:
-        base = f"original->{size} TF decode+resize"
-        ours = f"original->{size} ours"
-        out[f"{size}: no cache / TF"] = ratio(f"{ours}, no cache", base)
-        out[f"{size}: cache fill / no cache"] = ratio(f"{ours}, cache fill", f"{ours}, no cache")
-        if f"original->{size} loader" in timed:
-            out[f"{size}: loader / TF"] = ratio(f"original->{size} loader", base)
-    out["224 stored: no cache / TF decode"] = ratio("224 ours, no cache", "224 TF decode")
-    out["224 stored: cache fill / no cache"] = ratio("224 ours, cache fill", "224 ours, no cache")
-    out["disk / memory cache: fill"] = ratio(
-        "original->224 ours, disk cache fill", "original->224 ours, cache fill"
-    )
-    out["disk / memory cache: served"] = ratio(
-        "original->224 ours, disk cache served", "original->224 ours, cache served"
-    )
+    for name, epochs in timed.items():
+        rates = [e["images"] / e["seconds"] for e in epochs]
+        entry = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+        entry["cores"] = statistics.median(e["cpu_seconds"] / e["seconds"] for e in epochs)
+        reference = rows[name].reference
+        if reference is not None:
+            base = [e["images"] / e["seconds"] for e in timed[reference]]
+            ratios = [a / b for a, b in zip(rates, base, strict=True)]
+            entry["vs"] = reference
+            entry["ratio"] = {
+                "median": statistics.median(ratios),
+                "min": min(ratios),
+                "max": max(ratios),
+            }
+        out[name] = entry
     return out
 
 
-def table(timed: dict, found: dict[str, float]) -> str:
-    lines = [f"{'row':<44} {'images/s median [range]':>28}"]
-    for name, epochs in timed.items():
-        rates = [e["images"] / e["seconds"] for e in epochs]
-        lines.append(
-            f"{name:<44} {statistics.median(rates):>10,.0f} "
-            f"[{min(rates):,.0f}-{max(rates):,.0f}]".rjust(28)
-        )
-    lines.append("")
-    lines += [f"{name:<44} {value:>6.2f}x" for name, value in found.items()]
+def table(summary: dict, timed: dict) -> str:
+    """One line a row: images/s, cores kept busy, and the ratio to its reference row."""
+    head = f"{'row':<38} {'images/s median [min-max]':>26} {'cores [min-max]':>16}"
+    lines = [f"{head}  {'ratio [min-max]':<20} of"]
+    for name, s in summary.items():
+        rate = f"{s['median']:,.0f} [{s['min']:,.0f}-{s['max']:,.0f}]"
+        cores = [e["cpu_seconds"] / e["seconds"] for e in timed[name]]
+        cores = f"{s['cores']:.1f} [{min(cores):.1f}-{max(cores):.1f}]"
+        ratio = vs = ""
+        if "ratio" in s:
+            r = s["ratio"]
+            ratio = f"{r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+            # The reference without the output size both rows share.
+            vs = s["vs"].removeprefix(name.split(" ", 1)[0] + " ")
+        lines.append(f"{name:<38} {rate:>26} {cores:>16}  {ratio:<20} {vs}".rstrip())
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.sizes", description=__doc__)
-    p.add_argument("--images-per-class", type=int, default=1000, help="sample size per class")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--workdir", default=str(data.DEFAULT_WORKDIR))
-    p.add_argument("--data-dir", help="a TFDS data dir with both configs built (else the sample)")
+def count_errors(warmup: dict, timed: dict, images: int) -> list[str]:
+    errors = [
+        f"{name} warm-up epoch: {e['images']} images, expected {images}"
+        for name, e in warmup.items()
+        if e["images"] != images
+    ]
+    errors += [
+        f"{name} round {r + 1}: {e['images']} images, expected {images}"
+        for name, epochs in timed.items()
+        for r, e in enumerate(epochs)
+        if e["images"] != images
+    ]
+    return errors
+
+
+def default_out() -> Path:
+    """results/bench-sizes-DATE.json, or -2, -3, ... when a run of that day is kept there."""
+    stem = f"bench-sizes-{datetime.date.today().isoformat()}"
+    out, n = RESULTS / f"{stem}.json", 1
+    while out.exists():
+        n += 1
+        out = RESULTS / f"{stem}-{n}.json"
+    return out
+
+
+def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--images-per-class",
+        type=int,
+        default=DEFAULT_IMAGES_PER_CLASS,
+        help=f"size of the generated sample (default {DEFAULT_IMAGES_PER_CLASS})",
+    )
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"(default {DEFAULT_ROUNDS})")
+    p.add_argument("--workdir", default=str(data.DEFAULT_WORKDIR), help="where the sample is")
+    p.add_argument(
+        "--data-dir",
+        help=f"a TFDS data dir with {DATASET} built in configs 224 and original "
+        "(default: the generated sample; the loader rows add ArrayRecord files to it)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        help="the folder in which the disk cache rows make their temporary folder "
+        "(default: $TMPDIR); give one on the local disk",
+    )
     p.add_argument("--no-loader", action="store_true", help="leave out the Grain loader rows")
-    p.add_argument("--json", help="where to write the result (default: WORKDIR/results/)")
+    p.add_argument(
+        "--no-autotune",
+        action="store_true",
+        help="every tf.data row (ours and TensorFlow's) with tf.data.Options().autotune.enabled "
+        "= False, so that AUTOTUNE parallelism stays at the number of cores",
+    )
+    p.add_argument(
+        "--out",
+        "--json",
+        dest="out",
+        help="where to write the JSON (default: benchmarks/results/bench-sizes-DATE.json)",
+    )
     args = p.parse_args(argv)
+    for flag, value in {
+        "--rounds": args.rounds,
+        "--images-per-class": args.images_per_class,
+    }.items():
+        if value < 1:
+            p.error(f"{flag}={value}: must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks sizes") -> None:
+    args = parse_args(argv, prog)
+    from fast_tfds.quiet import quiet_tensorflow
+
     quiet_tensorflow()
-    data_dir = Path(args.data_dir) if args.data_dir else None
-    if data_dir is None:
+    if args.data_dir:
+        data_dir = Path(args.data_dir)
+        data.load_builders(DATASET, data_dir, data.CONFIGS, "train")  # says if one is missing
+    else:
         data_dir = data.sample_data_dir(DATASET, Path(args.workdir), args.images_per_class)
-    with tempfile.TemporaryDirectory(prefix="fast_tfds_disk_cache_") as cache_dir:
-        rows = Rows(data_dir, Path(cache_dir), with_loader=not args.no_loader)
-        timed = run(rows, args.rounds)
-        del rows  # The cache files go with their datasets.
-    found = ratios(timed)
-    print(table(timed, found))
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S")
-    out = Path(args.json or Path(args.workdir) / "results" / f"sizes-{stamp}.json")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fast_tfds_disk_cache_", dir=args.cache_dir) as tmp:
+        rows = Rows(
+            data_dir, Path(tmp), with_loader=not args.no_loader, autotune=not args.no_autotune
+        )
+        images, disk_files = rows.images, rows.disk_files
+        print(f"{images:,} images; {len(rows.rows)} rows, {args.rounds} rounds", flush=True)
+        warmup, timed = run(rows.rows, args.rounds)
+        summary = summarize(rows.rows, timed)
+        del rows  # The cache files go with their datasets,
+        gc.collect()  # before their folder does.
+    errors = count_errors(warmup, timed, images)
+    # A fill that did not go to disk would time the memory cache twice.
+    arena_bytes = images * 224 * 224 * 3
+    if not all(sum(files) >= arena_bytes for files in disk_files):
+        errors.append(
+            f"the disk cache rows: the cache folder held {disk_files} bytes after the fills, "
+            f"expected at least {arena_bytes} (the cache was not on disk)"
+        )
+    print()
+    print(
+        f"{images:,} images, uint8 batches of {BATCH}, {args.rounds} interleaved rounds, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    print(table(summary, timed))
+    result = {
+        "schema": 1,
+        "mode": "sizes",
+        "command": " ".join([prog, *(sys.argv[1:] if argv is None else argv)]),
+        "machine": data.machine_info(),
+        "data_dir": os.fspath(data_dir),
+        "images_per_epoch": images,
+        "rounds": args.rounds,
+        "batch_size": BATCH,
+        "tf_data_autotune": not args.no_autotune,
+        "references": {name: s.get("vs") for name, s in summary.items()},
+        "warmup": warmup,
+        "epochs": timed,
+        "summary": summary,
+        "disk_cache_bytes_after_fill": disk_files,
+        "counts_consistent": not errors,
+        "errors": errors,
+    }
+    out = Path(args.out) if args.out else default_out()
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"machine": data.machine_info(), "rounds": args.rounds, "batch_size": BATCH}
-    result |= {"data_dir": os.fspath(data_dir), "epochs": timed, "ratios": found}
     out.write_text(json.dumps(result, indent=1))
     print(f"Wrote {out}")
+    if errors:
+        raise SystemExit("benchmark sizes:\n" + "\n".join(errors))
 
 
 if __name__ == "__main__":
-    main()
+    main(prog="python -m benchmarks.sizes")

@@ -1,27 +1,78 @@
-"""The output-size rows of the benchmark (`python -m benchmarks.sizes`) on the tiny
-sample: every row runs and counts every image of every epoch; no timing assertions."""
+"""`python -m benchmarks sizes` on the tiny sample: every row runs and counts every
+image of the split in every epoch, warm-up included; the disk cache rows find their
+cache on disk. No timing assertions: speed is what the benchmark prints."""
 
 import json
 import shutil
 
-import tensorflow_datasets as tfds
+import pytest
 
+from benchmarks import main as bench
 from benchmarks import sizes
 
 
-def test_every_size_row_counts_every_image(cats_data_dir, tmp_path):
-    data_dir = tmp_path / "data"
+@pytest.fixture(scope="module")
+def sizes_run(cats_data_dir, tmp_path_factory):
+    """(result, printed output) of two rounds of every row."""
+    tmp = tmp_path_factory.mktemp("sizes")
+    data_dir = tmp / "data"
     shutil.copytree(cats_data_dir, data_dir)  # The loader rows add ArrayRecord files.
-    out = tmp_path / "sizes.json"
-    sizes.main(["--data-dir", str(data_dir), "--rounds", "1", "--json", str(out)])
-    result = json.loads(out.read_text())
-    expected = tfds.builder("cats_vs_dogs_fast", config="224", data_dir=data_dir)
-    count = expected.info.splits["train"].num_examples
+    out = tmp / "sizes.json"
+    argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "2", "--out", str(out)]
+    bench.main([*argv, "--cache-dir", str(tmp)])
+    return json.loads(out.read_text())
+
+
+def test_every_row_counts_every_image_of_every_epoch(sizes_run, cats_builder):
+    result = sizes_run
+    expected = cats_builder.info.splits["train"].num_examples
     rows = result["epochs"]
-    assert len(rows) == 5 * len(sizes.SIZES) + 4 + 2
+    per_size = ("TF decode+resize", "ours, no cache", "ours, cache fill", "ours, cache served")
+    names = {f"original->{s} {row}" for s in sizes.SIZES for row in (*per_size, "loader")}
+    names |= {"224 TF decode", "224 ours, no cache", "224 ours, cache fill"}
+    names |= {"224 ours, cache served", "original->224 ours, disk cache fill"}
+    names |= {"original->224 ours, disk cache served"}
+    assert set(rows) == set(result["warmup"]) == names
     for name, epochs in rows.items():
-        assert [e["images"] for e in epochs] == [count], name
-        assert all(e["seconds"] > 0 for e in epochs), name
-    assert {"160: no cache / TF", "224: loader / TF", "disk / memory cache: served"} <= set(
-        result["ratios"]
+        assert [e["images"] for e in epochs] == [expected, expected], name
+        assert all(e["seconds"] > 0 and e["cpu_seconds"] >= 0 for e in epochs), name
+        assert result["warmup"][name]["images"] == expected, name
+    assert result["images_per_epoch"] == expected
+    assert result["counts_consistent"] is True and result["errors"] == []
+
+
+def test_the_disk_rows_had_their_cache_on_disk(sizes_run):
+    # Each fill (warm-up and 2 rounds) left a filled cache file in the cache folder.
+    arena_bytes = sizes_run["images_per_epoch"] * 224 * 224 * 3
+    fills = sizes_run["disk_cache_bytes_after_fill"]
+    assert len(fills) == 3
+    assert all(sum(files) >= arena_bytes for files in fills), fills
+
+
+def test_ratios_are_taken_against_the_reference_rows(sizes_run):
+    summary = sizes_run["summary"]
+    for size in sizes.SIZES:
+        tf_row = f"original->{size} TF decode+resize"
+        assert summary[f"original->{size} ours, no cache"]["vs"] == tf_row
+        assert summary[f"original->{size} loader"]["vs"] == tf_row
+        assert summary[f"original->{size} ours, cache fill"]["vs"] == (
+            f"original->{size} ours, no cache"
+        )
+    assert summary["original->224 ours, disk cache served"]["vs"] == (
+        "original->224 ours, cache served"
     )
+    epochs = sizes_run["epochs"]
+    for name, s in summary.items():
+        assert s["min"] <= s["median"] <= s["max"], name
+        if "ratio" in s:  # The median of two rounds' ratios: their mean.
+            per_round = [
+                (e["images"] / e["seconds"]) / (r["images"] / r["seconds"])
+                for e, r in zip(epochs[name], epochs[s["vs"]], strict=True)
+            ]
+            assert s["ratio"]["median"] == pytest.approx(sum(per_round) / 2), name
+
+
+def test_bad_rounds_fail_with_one_line(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["sizes", "--rounds", "0"])
+    assert "--rounds=0: must be at least 1" in capsys.readouterr().err
