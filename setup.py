@@ -51,7 +51,7 @@ setup(
     packages=[
         "fast_tfds",
         "fast_tfds.core",
-        "fast_tfds.build",
+        "fast_tfds.building",
         "fast_tfds.read",
         "fast_tfds.samples",
         "fast_tfds.cli",

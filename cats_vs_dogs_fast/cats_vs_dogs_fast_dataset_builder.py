@@ -8,9 +8,9 @@ import re
 
 import tensorflow_datasets as tfds
 
-from fast_tfds.build import FastImageBuilder, checks, image_configs
-from fast_tfds.build.archives import ZipMemberReader, zip_members
-from fast_tfds.build.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
+from fast_tfds.building import FastImageBuilder, checks, image_configs
+from fast_tfds.building.archives import ZipMemberReader, zip_members
+from fast_tfds.building.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
 
 _URL = (
     "https://download.microsoft.com/download/3/E/1/"

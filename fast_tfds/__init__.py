@@ -3,7 +3,7 @@
 Layers, each a subpackage, importing downward only:
 
     datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
-        -> fast_tfds.build  (builders: sources, shards, skips, Beam)
+        -> fast_tfds.building  (builders: sources, shards, skips, Beam)
         -> fast_tfds.read   (the fast tf.data reader)      -> fast_tfds.core
         -> fast_tfds.loader (ArrayRecord + Grain batches)  -> fast_tfds.core
     fast_tfds.core: what both readers share, without TensorFlow (builder lookup,
@@ -22,17 +22,17 @@ from fast_tfds.read._lazy import exports
 _EXPORTS = {
     "as_fast_dataset": "fast_tfds.read.reader",
     "read_split": "fast_tfds.read.reader",
-    "load_builder": "fast_tfds.core.builders",
+    "load_builder": "fast_tfds.core.builder_lookup",
     "as_fast_loader": "fast_tfds.loader",
     "ReadOptions": "fast_tfds.read.options",
     "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",
     "decode_jpeg_block_into": "fast_tfds.core.jpeg_blocks",
-    "FastImageBuilder": "fast_tfds.build.builder",
-    "ImageConfig": "fast_tfds.build.builder",
-    "image_configs": "fast_tfds.build.builder",
-    "SkipReport": "fast_tfds.build.examples",
-    "Skipped": "fast_tfds.build.examples",
-    "MIN_SHARDS_PER_SPLIT": "fast_tfds.build.shards",
+    "FastImageBuilder": "fast_tfds.building.builder",
+    "ImageConfig": "fast_tfds.building.builder",
+    "image_configs": "fast_tfds.building.builder",
+    "SkipReport": "fast_tfds.building.examples",
+    "Skipped": "fast_tfds.building.examples",
+    "MIN_SHARDS_PER_SPLIT": "fast_tfds.building.shards",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,7 +2,7 @@
 
 Checked on the parsed lists and annotations and the names of images.tar's
 members, before any image is read or anything written (the rule is
-`fast_tfds.build.checks.require_mostly_usable`: more than 10% and more than 5
+`fast_tfds.building.checks.require_mostly_usable`: more than 10% and more than 5
 unusable, or none usable, fails the build):
 
 - the listed images (train_list.mat + test_list.mat): each must be in one of
@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fast_tfds.build import checks
+from fast_tfds.building import checks
 
 _SOURCES = "images.tar, annotation.tar and lists.tar"
 _HINT = (

@@ -12,7 +12,7 @@ from typing import BinaryIO
 import numpy as np
 import tensorflow_datasets as tfds
 
-from fast_tfds.build.checks import SourceStructureError
+from fast_tfds.building.checks import SourceStructureError
 
 SPLITS = ("train", "test")
 _LIST_FILES = {"train_list.mat": "train", "test_list.mat": "test"}

@@ -10,9 +10,9 @@ from typing import Any, NamedTuple
 
 import tensorflow_datasets as tfds
 
-from fast_tfds.build import FastImageBuilder, image_configs
-from fast_tfds.build.archives import TarMemberReader, tar_members
-from fast_tfds.build.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
+from fast_tfds.building import FastImageBuilder, image_configs
+from fast_tfds.building.archives import TarMemberReader, tar_members
+from fast_tfds.building.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
 from stanford_dogs_tfrecord import checks
 from stanford_dogs_tfrecord.source_parsing import (
     SPLITS,

@@ -17,7 +17,7 @@ DATASETS = ("cats_vs_dogs_fast", "stanford_dogs_tfrecord")
 
 
 def project_modules() -> dict[str, Path]:
-    """{'fast_tfds.build.builder': path} for every module of the installed packages."""
+    """{'fast_tfds.building.builder': path} for every module of the installed packages."""
     modules = {}
     for package in ("fast_tfds", *DATASETS):
         for path in sorted((REPO / package).rglob("*.py")):

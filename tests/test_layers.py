@@ -1,23 +1,30 @@
 """The layers import downward only, and no project module takes part in an import cycle.
 
     datasets (cats_vs_dogs_fast, stanford_dogs_tfrecord)
-        ─> fast_tfds.build ─> fast_tfds.read ─> fast_tfds.core
-        ─> fast_tfds.loader ──────────────────> fast_tfds.core
+        ─> fast_tfds.building ─> fast_tfds.read ─> fast_tfds.cache, fast_tfds.core
+        ─> fast_tfds.loader ──────────────────> fast_tfds.cache, fast_tfds.core
     tooling (fast_tfds.cli, fast_tfds.samples) ─> any of the above
     (the benchmark, benchmarks/ at the repository root, is not installed and not a layer)
 
 `core` (TensorFlow-free: builder lookup, options, output sizes, the JPEG block
-decoder, crop hooks, memory budget, disk arena) is what both back ends share; it
-imports nothing else of ours. `quiet` (TensorFlow's quiet start-up) is a leaf
-the tooling uses.
+decoder, crop hooks) and `cache` (the arena, where its rows live, the file cache and
+its housekeeping) are what both back ends share; `core` imports nothing else of
+ours, `cache` nothing but itself. In `cache`, only the `tf_*` modules (the file
+cache, which is TensorFlow's own format) may import TensorFlow, and the loader never
+imports them. `quiet` (TensorFlow's quiet start-up) is a leaf the tooling uses.
 
 `loader` (the Grain reader for JAX and PyTorch, its own extra) is a back end
-beside `read`: it imports only `core`, and the datasets import it only at call time.
+beside `read`: it imports only `core` and `cache`, and the datasets import it only
+at call time.
 
-`read` never imports `build`: it reads any built TFDS image dataset, a shared
-folder without our builders included. `build` uses `read` in one place, the
+`read` never imports `building`: it reads any built TFDS image dataset, a shared
+folder without our builders included. `building` uses `read` in one place, the
 `FastImageBuilder.as_fast_dataset` convenience method (a call-time import): a
 one-way edge, which the cycle check keeps one-way.
+
+`samples` writes look-alike source archives; it may import the dataset packages for
+the facts a source archive must match (Stanford Dogs' breed folder names), never
+the library.
 
 Two checks, for two kinds of mistakes:
 - static: every import statement of every project module, function-level
@@ -51,18 +58,22 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 # its own modules (never the other dataset's).
 MAY_IMPORT = {
     "core": {"core"},
+    "cache": {"cache"},
     "quiet": {"quiet"},
-    "read": {"read", "core"},
-    "loader": {"loader", "core"},
-    "build": {"build", "read", "core"},
-    "datasets": {"build", "read", "loader", "core"},
-    "api": {"build", "read", "loader", "core"},  # fast_tfds/__init__: the public API re-exported
+    "read": {"read", "core", "cache"},
+    "loader": {"loader", "core", "cache"},
+    "building": {"building", "read", "core"},
+    "datasets": {"building", "read", "loader", "core"},
+    # fast_tfds/__init__: the public API re-exported
+    "api": {"building", "read", "loader", "core", "cache"},
     "samples": {"samples"},  # a leaf of the tooling: the demo and the benchmark both use it
-    "cli": {"cli", "build", "read", "core", "quiet", "samples", "datasets"},
+    "cli": {"cli", "building", "read", "core", "cache", "quiet", "samples", "datasets"},
 }
+# The only modules of the TensorFlow-free shared layers that may import TensorFlow.
+TENSORFLOW_IN_SHARED_LAYERS = ("fast_tfds.cache.tf_",)
 # `loader` is not here: it needs its extra ([loader]), and without it fails at
 # import with a message that names the extra (tests/loader checks that).
-LIBRARY = ("api", "core", "read", "build", "datasets")
+LIBRARY = ("api", "core", "cache", "read", "building", "datasets")
 TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.samples", "fast_tfds.quiet")
 
 
@@ -86,8 +97,8 @@ def imported_names(module: str, path: Path) -> set[str]:
                 package = package[: len(package) - (node.level - 1)]
                 base = ".".join([*package, *([base] if base else [])])
             for alias in node.names:
-                # `from fast_tfds.build import beam` imports the module fast_tfds.build.beam;
-                # `from fast_tfds.build import FastImageBuilder` the package fast_tfds.build.
+                # `from fast_tfds.building import beam` imports the module fast_tfds.building.beam;
+                # `from fast_tfds.building import FastImageBuilder` the package fast_tfds.building.
                 submodule = f"{base}.{alias.name}"
                 names.add(submodule if submodule in MODULES else base)
         elif (
@@ -181,6 +192,26 @@ def test_layers_import_only_downward():
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
+def test_the_shared_layers_import_no_tensorflow():
+    # core and cache are what the TensorFlow-free loader uses; the loader uses none of
+    # the file cache's tf_* modules.
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        if layer(module) not in ("core", "cache", "loader"):
+            continue
+        names = imported_names(module, path)
+        if not module.startswith(TENSORFLOW_IN_SHARED_LAYERS):
+            wrong += [f"{module} imports {n}" for n in sorted(names) if n.startswith("tensorflow.")]
+            wrong += [f"{module} imports tensorflow" for n in names if n == "tensorflow"]
+        if layer(module) == "loader":
+            wrong += [
+                f"{module} imports {n}"
+                for n in sorted(names)
+                if n.startswith(TENSORFLOW_IN_SHARED_LAYERS)
+            ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_library_imports_nothing_that_only_an_extra_installs():
     wrong = []
     for module, path in sorted(MODULES.items()):
@@ -238,7 +269,7 @@ def test_the_cycle_check_finds_a_cycle():
     # The check above passes on an empty result: make sure it can fail.
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"a"}}) == [["a"]]
-    assert cycles(import_graph() | {"fast_tfds.read.options": {"fast_tfds.build.builder"}})
+    assert cycles(import_graph() | {"fast_tfds.read.options": {"fast_tfds.building.builder"}})
 
 
 # -- dynamic checks: a fresh interpreter per layer ---------------------------------
@@ -270,8 +301,8 @@ def loaded_by(module: str) -> dict[str, list[str]]:
 @pytest.mark.parametrize(
     "module, forbidden_packages",
     [
-        ("fast_tfds.read", (*TOOLING_PACKAGES, "fast_tfds.build", *DATASETS)),
-        ("fast_tfds.build", (*TOOLING_PACKAGES, *DATASETS)),
+        ("fast_tfds.read", (*TOOLING_PACKAGES, "fast_tfds.building", *DATASETS)),
+        ("fast_tfds.building", (*TOOLING_PACKAGES, *DATASETS)),
         ("cats_vs_dogs_fast", (*TOOLING_PACKAGES, "stanford_dogs_tfrecord")),
         ("stanford_dogs_tfrecord", (*TOOLING_PACKAGES, "cats_vs_dogs_fast")),
     ],

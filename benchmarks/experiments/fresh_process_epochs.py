@@ -32,7 +32,7 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 import fast_tfds
-from fast_tfds.read import arena as arenas
+from fast_tfds.cache import arena as arenas
 
 
 def _huge_page_allocate(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     # This program's own choices, never made on import of the library: TensorFlow
     # starts quietly, and a BuildError is one line instead of a traceback.
     quiet_environment()
-    from fast_tfds.build.errors import install_excepthook
+    from fast_tfds.building.errors import install_excepthook
 
     install_excepthook()
     args.run(args)

@@ -26,78 +26,42 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
-from fast_tfds.core import disk_arena
-
-ARENA_IN_USE = "in use by a running process"
-ARENA_LEFT = "left by a stopped run"
-# What a memory-cache file holds, in the column where a file cache names its dataset.
-ARENA_WHAT = "rows of a memory cache (cache=True)"
-
-
-def describe_state(cache) -> str:
-    if cache.holder:
-        state = "complete, in use" if cache.complete else "being written"
-        return f"{state} by {cache.holder}"
-    if not cache.complete:
-        return "unfinished (left by a stopped run)"
-    if cache.stale:
-        return "complete, stale (its dataset was rebuilt or removed)"
-    return "complete"
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
-
-
-def _age(seconds: float) -> str:
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds / length:.1f}{unit} ago"
-    return f"{seconds:.0f}s ago"
-
-
-def arena_folders(args) -> list[Path]:
-    """Where `list` and `clean` look for memory-cache files: DIR, and without DIR (the
-    current folder) also the default folder, where the reader puts them unless told."""
-    here = Path(args.folder or ".")
-    if args.folder is not None:
-        return [here]
-    default = disk_arena.default_folder()
-    if default.is_dir() and default.resolve() == here.resolve():
-        return [here]
-    return [here, default]
-
-
-def _mtime_age(path: Path) -> str:
-    try:
-        return _age(max(0.0, time.time() - path.stat().st_mtime))
-    except OSError:  # Removed meanwhile.
-        return "?"
+from fast_tfds.cache import disk_rows
+from fast_tfds.cache.housekeeping import (
+    ARENA_IN_USE,
+    ARENA_LEFT,
+    ARENA_WHAT,
+    age_text,
+    arena_folders,
+    describe_state,
+    mtime_age_text,
+    size_text,
+    why_remove,
+)
 
 
 def list_command(args, out=None) -> int:
-    from fast_tfds.read import cache_files
+    from fast_tfds.cache import tf_file_listing
 
     out = out or sys.stdout
     folder = args.folder or "."
-    caches = cache_files.find(folder)
+    caches = tf_file_listing.find(folder)
     for cache in caches:
         dataset = f"{cache.dataset or '?'} {cache.split or '?'}"
         print(
-            f"{describe_state(cache):<50} {_size(cache.size):>12} {_age(cache.age_s):>11}"
+            f"{describe_state(cache):<50} {size_text(cache.size):>12} {age_text(cache.age_s):>11}"
             f"  {dataset}  {cache.prefix}",
             file=out,
         )
     arena_lines = []
-    for arena_folder in arena_folders(args):
-        arenas = disk_arena.find(arena_folder)
+    for arena_folder in arena_folders(args.folder):
+        arenas = disk_rows.find(arena_folder)
         for arena in arenas:
             state = ARENA_IN_USE if arena.in_use else ARENA_LEFT
             print(
-                f"{state:<50} {_size(arena.size):>12} {_mtime_age(arena.path):>11}"
+                f"{state:<50} {size_text(arena.size):>12} {mtime_age_text(arena.path):>11}"
                 f"  {ARENA_WHAT}  {arena.path}",
                 file=out,
             )
@@ -105,54 +69,39 @@ def list_command(args, out=None) -> int:
         if arenas or arena_folder != Path(folder):
             total = sum(a.size for a in arenas)
             arena_lines.append(
-                f"{len(arenas)} memory-cache file(s), {_size(total)} in {arena_folder}"
+                f"{len(arenas)} memory-cache file(s), {size_text(total)} in {arena_folder}"
             )
     total = sum(c.size for c in caches)
-    print(f"{len(caches)} cache(s), {_size(total)} in {folder}", file=out)
+    print(f"{len(caches)} cache(s), {size_text(total)} in {folder}", file=out)
     for line in arena_lines:
         print(line, file=out)
     return 0
 
 
-def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | None:
-    """Why `clean` removes this cache, or None to keep it."""
-    if cache.holder:
-        return None
-    if not cache.complete:
-        return "unfinished"
-    if cache.stale:
-        return "stale"
-    if everything:
-        return "--all"
-    if older_than_s is not None and cache.age_s > older_than_s:
-        return f"not used for {_age(cache.age_s).removesuffix(' ago')}"
-    return None
-
-
 def clean_command(args, out=None) -> int:
-    from fast_tfds.read import cache_files
+    from fast_tfds.cache import tf_file_listing
 
     out = out or sys.stdout
-    older_than_s = cache_files.parse_age(args.older_than) if args.older_than else None
+    older_than_s = tf_file_listing.parse_age(args.older_than) if args.older_than else None
     removed = freed = kept = 0
-    for cache in cache_files.find(args.folder or "."):
+    for cache in tf_file_listing.find(args.folder or "."):
         reason = why_remove(cache, older_than_s=older_than_s, everything=args.all)
         if reason is None:
             kept += 1
             if cache.holder:
                 print(f"kept     {cache.prefix} (in use by {cache.holder})", file=out)
             continue
-        if not args.dry_run and not cache_files.remove(cache):
+        if not args.dry_run and not tf_file_listing.remove(cache):
             kept += 1  # Opened by a process since it was listed.
             print(f"kept     {cache.prefix} (in use)", file=out)
             continue
         removed += 1
         freed += cache.size
         verb = "would remove" if args.dry_run else "removed"
-        print(f"{verb:<8} {cache.prefix} ({reason}, {_size(cache.size)})", file=out)
+        print(f"{verb:<8} {cache.prefix} ({reason}, {size_text(cache.size)})", file=out)
     verb = "Would remove" if args.dry_run else "Removed"
-    print(f"{verb} {removed} cache(s), {_size(freed)}; kept {kept}.", file=out)
-    for folder in arena_folders(args):
+    print(f"{verb} {removed} cache(s), {size_text(freed)}; kept {kept}.", file=out)
+    for folder in arena_folders(args.folder):
         clean_arenas(folder, dry_run=args.dry_run, out=out)
     return 0
 
@@ -163,7 +112,7 @@ def clean_arenas(folder: Path, *, dry_run: bool, out) -> None:
     Nothing can read such a file again: each belongs to one process's cache, and
     its owner is gone. --older-than and --all change nothing here.
     """
-    arenas = disk_arena.find(folder)
+    arenas = disk_rows.find(folder)
     if not arenas:
         return
     removed = freed = kept = 0
@@ -177,10 +126,11 @@ def clean_arenas(folder: Path, *, dry_run: bool, out) -> None:
         removed += 1
         freed += arena.size
         verb = "would remove" if dry_run else "removed"
-        print(f"{verb:<8} {arena.path} ({ARENA_LEFT}, {_size(arena.size)})", file=out)
+        print(f"{verb:<8} {arena.path} ({ARENA_LEFT}, {size_text(arena.size)})", file=out)
     verb = "Would remove" if dry_run else "Removed"
     print(
-        f"{verb} {removed} memory-cache file(s) in {folder}, {_size(freed)}; kept {kept}.", file=out
+        f"{verb} {removed} memory-cache file(s) in {folder}, {size_text(freed)}; kept {kept}.",
+        file=out,
     )
 
 
@@ -208,10 +158,10 @@ def _checked(args):
     if args.folder is not None and not os.path.isdir(args.folder):
         sys.exit(f"fast-tfds cache: {args.folder}: no such folder")
     if getattr(args, "older_than", None):
-        from fast_tfds.read import cache_files
+        from fast_tfds.cache import tf_file_listing
 
         try:
-            cache_files.parse_age(args.older_than)
+            tf_file_listing.parse_age(args.older_than)
         except ValueError as err:
             sys.exit(f"fast-tfds cache clean --older-than {err}")
     return args

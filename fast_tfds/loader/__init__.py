@@ -21,15 +21,15 @@ import os  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.core import hooks, sizes  # noqa: E402
-from fast_tfds.core.builders import load_builder  # noqa: E402
-from fast_tfds.loader.examples import BadRecord, DecodeExample  # noqa: E402
-from fast_tfds.loader.options import LoaderOptions  # noqa: E402
-from fast_tfds.loader.pipeline import FastLoader, FastLoaderIterator  # noqa: E402
-from fast_tfds.loader.source import (  # noqa: E402
+from fast_tfds.core.builder_lookup import load_builder  # noqa: E402
+from fast_tfds.loader.array_records import (  # noqa: E402
     DatasetNotBuilt,
     NoArrayRecordFiles,
     split_source,
 )
+from fast_tfds.loader.examples import BadRecord, DecodeExample  # noqa: E402
+from fast_tfds.loader.options import LoaderOptions  # noqa: E402
+from fast_tfds.loader.pipeline import FastLoader, FastLoaderIterator  # noqa: E402
 
 DEFAULT_IMAGE_SIZE = sizes.DEFAULT_IMAGE_SIZE
 

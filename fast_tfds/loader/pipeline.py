@@ -31,9 +31,9 @@ import grain
 import numpy as np
 
 from fast_tfds.core.options import SEED_LIMIT
+from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
-from fast_tfds.loader.source import SplitSource
 
 STATE_VERSION = 1
 

@@ -32,7 +32,7 @@ from fast_tfds.read._lazy import exports
 _EXPORTS = {
     "ReadOptions": "fast_tfds.read.options",
     "as_fast_dataset": "fast_tfds.read.reader",
-    "load_builder": "fast_tfds.core.builders",
+    "load_builder": "fast_tfds.core.builder_lookup",
     "read_split": "fast_tfds.read.reader",
 }
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from fast_tfds.read import arena as arenas
+from fast_tfds.cache import arena as arenas
 from fast_tfds.read.decode import UNBATCHED_BLOCK, BatchParser, BlockImages
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.records import batches_per_epoch

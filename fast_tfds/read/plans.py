@@ -16,7 +16,8 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.read import arena_dataset, arena_memory, file_cache, records, service
+from fast_tfds.cache import placement, tf_file_cache
+from fast_tfds.read import arena_dataset, records, service
 from fast_tfds.read.decode import (
     UNBATCHED_BLOCK,
     BatchParser,
@@ -152,7 +153,7 @@ class Reading:
         they do not fit the budget (one log line says so; no room at all: an error)."""
         opts = self.opts
         need = self.num_examples * arena_dataset.row_bytes(specs)
-        return arena_memory.allocator(
+        return placement.allocator(
             need,
             what=f"{self.builder.info.full_name} {self.split}",
             cache_budget=opts.cache_budget,
@@ -232,7 +233,7 @@ def _per_example(reading: Reading) -> tf.data.Dataset:
     if opts.cache is True:
         ds = ds.cache()
     elif opts.cache:  # Keyed by what is cached, and safe against killed and concurrent runs.
-        ds = file_cache.cache_in_files(
+        ds = tf_file_cache.cache_in_files(
             ds,
             opts.cache,
             dataset_name=reading.builder.info.full_name,

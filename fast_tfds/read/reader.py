@@ -14,7 +14,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.core import hooks
-from fast_tfds.core.builders import load_builder
+from fast_tfds.core.builder_lookup import load_builder
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 
@@ -109,12 +109,12 @@ def read_split(
         killed, is discarded). One process at a time writes it (an OS lock on
         `<file>.lock`, freed when that process ends, so files left by a killed run are
         removed by the next); another process reads it once complete, and reads without
-        a cache, with a warning, while it is being written. See `fast_tfds.read.file_cache`.
+        a cache, with a warning, while it is being written. See `fast_tfds.cache.tf_file_cache`.
       cache_budget: bytes the in-memory cache may take. Default: three quarters of
         what the process may still use (its cgroup's memory limit in a container,
         else MemAvailable). A cache over the budget goes to a memory-mapped file in
         `cache_dir` instead, with one log line; if that folder lacks room too, the
-        read fails at once with one line. See `fast_tfds.read.arena_memory`.
+        read fails at once with one line. See `fast_tfds.cache.placement`.
       cache_dir: the local folder of such files (default: $FAST_TFDS_CACHE_DIR, else
         ~/.cache/fast_tfds); `fast-tfds cache list|clean` shows and removes them.
       shuffle: shuffle file order and examples (a new order every epoch);

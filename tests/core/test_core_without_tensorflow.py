@@ -1,6 +1,7 @@
-"""`fast_tfds.core` is what the loader shares with the tf.data reader, so it must work
-where TensorFlow cannot be imported: finding a build, checking splits and options,
-the dataset hooks, the JPEG block decoder."""
+"""`fast_tfds.core` and `fast_tfds.cache` (but its `tf_*` file-cache modules) are what
+the loader shares with the tf.data reader, so they must work where TensorFlow cannot be
+imported: finding a build, checking splits and options, the dataset hooks, the JPEG
+block decoder, an arena filled and served, its rows placed by the memory budget."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import os
 import subprocess
 import sys
 
+from fast_tfds.cache import arena
 from tests.helpers import REPO, child_env
 
 _USE_THE_CORE = """
 import json, sys
 import numpy as np
 import cats_vs_dogs_fast, stanford_dogs_tfrecord
-from fast_tfds.core import builders, hooks, jpeg_blocks, options, sizes, splits
+from fast_tfds.core import hooks, jpeg_blocks, options, sizes, splits
+from fast_tfds.core import builder_lookup
+from fast_tfds.cache import arena, housekeeping, memory_budget, placement, tf_file_listing
 
-builder = builders.load_builder(
+builder = builder_lookup.load_builder(
     "cats_vs_dogs_fast", data_dir=sys.argv[1], download_and_prepare=False
 )
 info = builder.info
@@ -32,6 +36,15 @@ result = {
     "window": parts.window({"objects/bbox": np.array([0.0, 0.0, 0.5, 0.5])})(10, 10),
     "decoded": list(jpeg_blocks.decode_jpeg_block(np.array([], object), (2, 2, 3)).shape),
 }
+# An arena of 3 rows in memory (a budget that fits), filled and read back.
+allocate = placement.allocator(3 * 4, what="test", cache_budget=1 << 20, cache_dir=None)
+cache = arena.Arena(3, {"x": arena.Column((4,), np.dtype(np.uint8))}, allocate)
+rows = cache.begin()
+result["arena_state"] = [int(v) for v in rows]
+result["budget_positive"] = memory_budget.available_memory().bytes > 0
+folders = housekeeping.arena_folders(sys.argv[1])
+result["listed"] = len(tf_file_listing.find(sys.argv[1])) + len(folders)
+
 try:
     import tensorflow  # noqa: F401
 except ImportError as err:
@@ -60,4 +73,7 @@ def test_the_core_works_where_tensorflow_cannot_be_imported(tmp_path, cats_data_
     assert result.pop("tensorflow") == "tensorflow is not installed"
     assert result.pop("loaded") == []
     assert 0 < result.pop("examples")
+    assert result.pop("arena_state")[0] == arena.FILL  # A new arena asks to be filled.
+    assert result.pop("budget_positive") is True
+    assert result.pop("listed") == 1  # No file caches there; one folder to look in.
     assert result == {"size": [224, 224], "window": [0, 0, 5, 5], "decoded": [0, 2, 2, 3]}

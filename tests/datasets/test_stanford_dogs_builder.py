@@ -19,7 +19,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord
-from fast_tfds.build import MIN_SHARDS_PER_SPLIT, archives, parallel
+from fast_tfds.building import MIN_SHARDS_PER_SPLIT, archives, parallel
 from fast_tfds.samples import stanford_dogs as dogs_sample
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
 from tests.helpers import TFDS_CLI, run_ok

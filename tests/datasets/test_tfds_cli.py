@@ -9,7 +9,7 @@ from pathlib import Path
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from fast_tfds.build import MIN_SHARDS_PER_SPLIT
+from fast_tfds.building import MIN_SHARDS_PER_SPLIT
 from tests.helpers import TFDS_CLI, run_ok
 
 PACKAGE_DIR = Path(cats_vs_dogs_fast.__file__).parent

@@ -17,7 +17,7 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 from cats_vs_dogs_fast import cats_vs_dogs_fast_dataset_builder
-from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT
+from fast_tfds.building.shards import MIN_SHARDS_PER_SPLIT
 from fast_tfds.cli import verify
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder as DogsBuilder
 from tests.datasets import test_stanford_dogs_builder

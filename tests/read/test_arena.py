@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from fast_tfds.read import arena, arena_dataset
+from fast_tfds.cache import arena
+from fast_tfds.read import arena_dataset
 from fast_tfds.read.decode import BlockImages
 from tests.read.reading import digest, epoch, read
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import cats_vs_dogs_fast
-from fast_tfds.build import MIN_SHARDS_PER_SPLIT
+from fast_tfds.building import MIN_SHARDS_PER_SPLIT
 from tests.helpers import REPO, child_env
 
 EXAMPLE = REPO / "examples" / "multi_worker_training.py"

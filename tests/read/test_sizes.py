@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from fast_tfds.core import disk_arena, jpeg_blocks
-from fast_tfds.read import arena, plans
+from fast_tfds.cache import arena, disk_rows
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from tests.helpers import REPO, child_env
 from tests.read.reading import digest, epoch, read
@@ -97,8 +98,8 @@ def test_a_jpeg_the_block_decoder_rejects_arrives_by_the_fallback():
 # -- the memory budget and the disk arena --------------------------------------------
 
 
-def _arena_files(folder: Path) -> list[disk_arena.ArenaFile]:
-    return disk_arena.find(folder)
+def _arena_files(folder: Path) -> list[disk_rows.ArenaFile]:
+    return disk_rows.find(folder)
 
 
 def _random_read_mappings(folder: Path) -> list[bool]:
@@ -148,7 +149,7 @@ def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, tmp_path):
 def test_no_room_anywhere_fails_before_the_first_batch_with_one_line(cats_data_dir, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    with pytest.raises(disk_arena.NotEnoughRoom) as raised:
+    with pytest.raises(disk_rows.NotEnoughRoom) as raised:
         read(cats_data_dir, image_size=160, cache_budget=1, cache_dir=blocker / "rows")
     message = str(raised.value)
     assert "\n" not in message
@@ -211,7 +212,7 @@ _IN_A_CGROUP = textwrap.dedent(
     with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
         f.write(str(os.getpid()))
     import tensorflow as tf, tensorflow_datasets as tfds, cats_vs_dogs_fast
-    from fast_tfds.core import disk_arena
+    from fast_tfds.cache import disk_rows
 
     def read_file(name):
         with open(os.path.join(cgroup, name)) as f:
@@ -228,7 +229,7 @@ _IN_A_CGROUP = textwrap.dedent(
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, config="original", download_and_prepare=False,
         image_size=size, batch_size=4, dtype=tf.uint8)
-    on_disk = bool(disk_arena.find(disk_arena.default_folder()))
+    on_disk = bool(disk_rows.find(disk_rows.default_folder()))
     epochs = []
     for _ in range(2):
         digests = collections.Counter()

@@ -23,7 +23,7 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
-from fast_tfds.build.sources import DownloadFailedError
+from fast_tfds.building.archive_sources import DownloadFailedError
 from tests.helpers import REPO, child_env
 from tests.reliability.local_http import closed_port
 

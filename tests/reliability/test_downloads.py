@@ -18,8 +18,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord
-from fast_tfds.build import downloads, sources
-from fast_tfds.build.sources import DownloadFailedError, SourceChecksumError
+from fast_tfds.building import archive_sources, downloads
+from fast_tfds.building.archive_sources import DownloadFailedError, SourceChecksumError
 from tests.helpers import TFDS_CLI
 from tests.reliability.local_http import LocalServer, closed_port, proxy_env
 
@@ -139,7 +139,7 @@ def test_a_host_that_does_not_resolve_or_refuses_is_named(tmp_path, url, reason)
     builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path / "data")
     start = time.monotonic()
     with pytest.raises(DownloadFailedError) as excinfo:
-        sources.source_path(
+        archive_sources.source_path(
             dl_manager,
             url,
             dataset="stanford_dogs_tfrecord",
@@ -262,11 +262,11 @@ def test_a_file_already_downloaded_is_used_without_the_network(tmp_path, server)
     source = server("file", body=b"PK\x05\x06" + bytes(18))  # an empty zip
     url = f"{source.url}/archive.zip"
     first = tfds.download.DownloadManager(download_dir=tmp_path, dataset_name="some_dataset")
-    path = sources.source_path(first, url, dataset="some_dataset")
+    path = archive_sources.source_path(first, url, dataset="some_dataset")
     source.stop()  # From now on, connections to it are refused.
 
     again = tfds.download.DownloadManager(download_dir=tmp_path, dataset_name="some_dataset")
-    assert sources.source_path(again, url, dataset="some_dataset") == path
+    assert archive_sources.source_path(again, url, dataset="some_dataset") == path
     assert path.read_bytes() == b"PK\x05\x06" + bytes(18)
 
 
@@ -280,7 +280,7 @@ def test_an_uncaught_build_error_is_one_line_other_errors_keep_their_traceback()
 
     def run(code: str, **env) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-c", f"import fast_tfds.build.errors as e\n{hook}{code}"],
+            [sys.executable, "-c", f"import fast_tfds.building.errors as e\n{hook}{code}"],
             capture_output=True,
             text=True,
             env={**ENV, **env},

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from fast_tfds.build import images
+from fast_tfds.building import images
 from fast_tfds.samples import photos
 
 # Per example: far above the few milliseconds a small image takes, far below a hang.

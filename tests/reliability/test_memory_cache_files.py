@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from fast_tfds.core import disk_arena
+from fast_tfds.cache import disk_rows
 from tests.helpers import child_env
 
 # Allocates rows in a file in argv[1], writes some, prints the file's path; then
@@ -23,12 +23,12 @@ _OWNER = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     import numpy as np
-    from fast_tfds.core import disk_arena
+    from fast_tfds.cache import disk_rows
     folder, then = Path(sys.argv[1]), sys.argv[2]
-    rows = disk_arena.allocate(folder, (64, 32, 32, 3), np.uint8)
+    rows = disk_rows.allocate(folder, (64, 32, 32, 3), np.uint8)
     rows[:8] = 1
     mine = f"arena-{os.getpid()}-"
-    (arena,) = [a for a in disk_arena.find(folder) if a.path.name.startswith(mine)]
+    (arena,) = [a for a in disk_rows.find(folder) if a.path.name.startswith(mine)]
     print(arena.path, flush=True)
     if then == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -48,7 +48,7 @@ def leftover(folder: Path) -> Path:
     )
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
     path = Path(done.stdout.strip())
-    assert path.exists() and not disk_arena.is_locked(path)
+    assert path.exists() and not disk_rows.is_locked(path)
     return path
 
 
@@ -89,7 +89,7 @@ def line_of(output: str, path: Path) -> str:
 def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
     folder = tmp_path / "caches"
     # Where the reader would put rows by default: never looked at when DIR is given.
-    elsewhere = {disk_arena.CACHE_DIR_ENV: os.fspath(tmp_path / "default")}
+    elsewhere = {disk_rows.CACHE_DIR_ENV: os.fspath(tmp_path / "default")}
     killed = leftover(folder)
     other = leftover(tmp_path / "default")
     holder, live = start_holder(folder)
@@ -126,7 +126,7 @@ def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
 def test_without_dir_the_default_folder_is_listed_and_cleaned(tmp_path):
     work, default = tmp_path / "work", tmp_path / "default"
     work.mkdir()
-    env = {disk_arena.CACHE_DIR_ENV: os.fspath(default)}
+    env = {disk_rows.CACHE_DIR_ENV: os.fspath(default)}
     listed = fast_tfds_cache("list", cwd=work, **env)
     assert f"0 memory-cache file(s), 0.0 MiB in {default}" in listed  # says where it looks
     in_default, in_work = leftover(default), leftover(work)

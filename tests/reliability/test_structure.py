@@ -18,8 +18,8 @@ from scipy import io as scipy_io
 
 import cats_vs_dogs_fast  # noqa: F401  (registers the dataset)
 import stanford_dogs_tfrecord
-from fast_tfds.build import checks
-from fast_tfds.build.checks import SourceStructureError
+from fast_tfds.building import checks
+from fast_tfds.building.checks import SourceStructureError
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
 from fast_tfds.samples import stanford_dogs as dogs_sample

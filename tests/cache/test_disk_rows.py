@@ -11,23 +11,23 @@ import textwrap
 import numpy as np
 import pytest
 
-from fast_tfds.core import disk_arena
+from fast_tfds.cache import disk_rows
 
 
 def test_rows_round_trip_and_the_file_goes_with_them(tmp_path):
-    rows = disk_arena.allocate(tmp_path, (5, 4, 4, 3), np.uint8)
+    rows = disk_rows.allocate(tmp_path, (5, 4, 4, 3), np.uint8)
     rows[...] = np.arange(rows.size, dtype=np.uint64).reshape(rows.shape) % 251
-    (arena,) = disk_arena.find(tmp_path)
+    (arena,) = disk_rows.find(tmp_path)
     assert arena.in_use and arena.size == rows.nbytes
-    assert disk_arena.remove_leftovers(tmp_path) == []  # A live cache is never removed.
+    assert disk_rows.remove_leftovers(tmp_path) == []  # A live cache is never removed.
     view = rows[2:4]
     del rows
     gc.collect()
-    assert disk_arena.find(tmp_path) == [arena]  # A view still holds it.
+    assert disk_rows.find(tmp_path) == [arena]  # A view still holds it.
     assert view[0, 0, 0, 0] == (2 * 48) % 251
     del view
     gc.collect()
-    assert disk_arena.find(tmp_path) == []
+    assert disk_rows.find(tmp_path) == []
 
 
 def test_a_killed_fill_leaves_a_file_that_is_never_trusted_and_is_removed(tmp_path):
@@ -35,29 +35,29 @@ def test_a_killed_fill_leaves_a_file_that_is_never_trusted_and_is_removed(tmp_pa
         f"""
         import os, signal, numpy as np
         from pathlib import Path
-        from fast_tfds.core import disk_arena
-        rows = disk_arena.allocate(Path({str(tmp_path)!r}), (100, 8, 8, 3), np.uint8)
+        from fast_tfds.cache import disk_rows
+        rows = disk_rows.allocate(Path({str(tmp_path)!r}), (100, 8, 8, 3), np.uint8)
         rows[:10] = 1  # half a fill
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert done.returncode == -signal.SIGKILL, done.stderr
-    (left,) = disk_arena.find(tmp_path)
+    (left,) = disk_rows.find(tmp_path)
     assert not left.in_use
-    assert disk_arena.remove_leftovers(tmp_path) == [left.path]
+    assert disk_rows.remove_leftovers(tmp_path) == [left.path]
     assert not left.path.exists()
 
 
 def test_check_room_names_the_need_and_the_folder(tmp_path):
-    disk_arena.check_room(tmp_path / "new", 1)  # Made if missing.
-    with pytest.raises(disk_arena.NotEnoughRoom, match=r"needs .* GiB and .* free"):
-        disk_arena.check_room(tmp_path, 1 << 62)
+    disk_rows.check_room(tmp_path / "new", 1)  # Made if missing.
+    with pytest.raises(disk_rows.NotEnoughRoom, match=r"needs .* GiB and .* free"):
+        disk_rows.check_room(tmp_path, 1 << 62)
 
 
 def test_the_default_folder_follows_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(disk_arena.CACHE_DIR_ENV, str(tmp_path / "x"))
-    assert disk_arena.default_folder() == tmp_path / "x"
-    monkeypatch.delenv(disk_arena.CACHE_DIR_ENV)
+    monkeypatch.setenv(disk_rows.CACHE_DIR_ENV, str(tmp_path / "x"))
+    assert disk_rows.default_folder() == tmp_path / "x"
+    monkeypatch.delenv(disk_rows.CACHE_DIR_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert disk_arena.default_folder() == tmp_path / "xdg" / "fast_tfds"
+    assert disk_rows.default_folder() == tmp_path / "xdg" / "fast_tfds"

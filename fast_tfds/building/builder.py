@@ -23,9 +23,9 @@ from typing import Any
 import tensorflow_datasets as tfds
 from etils import epath
 
-from fast_tfds.build import errors, guard, parallel, sources
-from fast_tfds.build.examples import KeyExample, Skipped, SkipReport
-from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
+from fast_tfds.building import archive_sources, errors, guard, parallel
+from fast_tfds.building.examples import KeyExample, Skipped, SkipReport
+from fast_tfds.building.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
 from fast_tfds.core import commands
 
 SIZE_224 = 224
@@ -113,7 +113,7 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     def source_path(self, dl_manager: tfds.download.DownloadManager, url: str) -> epath.Path:
         """The manual dir's file of the URL's name if there is one, else the download."""
-        return sources.source_path(
+        return archive_sources.source_path(
             dl_manager,
             url,
             dataset=self.name,
@@ -130,7 +130,7 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             self.name, module=type(self).__module__, data_dir=os.fspath(data_dir)
         )
 
-    # TFDS private API (a test names it, see tests/build/test_tfds_internals.py):
+    # TFDS private API (a test names it, see tests/building/test_tfds_internals.py):
     # `_generate_splits` is where TFDS makes the split builder from the
     # download config, the one place to give it our shard policy.
     def _generate_splits(self, dl_manager, download_config):
@@ -187,7 +187,7 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         Beam: module-level functions (or partials of them) and `archives` readers.
         """
         if self.on_beam:
-            from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+            from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
 
             path = self._beam_skips_dir / f"{report.split}.json"
             self._beam_reports.append((report, path))
@@ -205,7 +205,7 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         self.record_skips(report)
 
     def _process_pipeline_result(self, pipeline_result) -> None:
-        from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+        from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
 
         beam.log_counters(self.name, pipeline_result)
 
@@ -241,6 +241,6 @@ def restore_alternative_file_formats(info: tfds.core.DatasetInfo) -> None:
 
 
 def _add_worker_skips(report: SkipReport, path: epath.Path) -> None:
-    from fast_tfds.build import beam  # Imports Apache Beam: only for Beam builds.
+    from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
 
     beam.add_worker_skips(report, path)

@@ -32,7 +32,7 @@ import apache_beam as beam
 from absl import logging
 from etils import epath
 
-from fast_tfds.build.examples import Skipped
+from fast_tfds.building.examples import Skipped
 
 SKIPPED = "skipped"
 _NAMESPACE = "fast_tfds"

@@ -51,8 +51,8 @@ from typing import Any
 import tensorflow as tf
 from absl import logging
 
-from fast_tfds.read import cache_files
-from fast_tfds.read.cache_key import cache_prefix
+from fast_tfds.cache import tf_file_listing
+from fast_tfds.cache.tf_file_key import cache_prefix
 
 try:
     import fcntl
@@ -128,7 +128,7 @@ def cache_in_files(
             "cache=%s: another process (%s) is writing %s; this dataset reads "
             "without the cache (decoding every epoch) to leave it intact.",
             where,
-            cache_files.holder(prefix + ".lock") or "pid ?",
+            tf_file_listing.holder(prefix + ".lock") or "pid ?",
             prefix,
         )
         return ds
@@ -233,7 +233,7 @@ def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]
     """Whether this process holds (now or from before) the writer's lock of `prefix`."""
     if prefix in _held_locks:
         return True
-    path = prefix + cache_files.LOCK_SUFFIX
+    path = prefix + tf_file_listing.LOCK_SUFFIX
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.utime(fd)  # The lock file's time is when the cache was last opened.
     try:
@@ -247,7 +247,7 @@ def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]
         return False
     shards = [os.fspath(fi.filename) for fi in instructions]
     os.ftruncate(fd, 0)
-    os.pwrite(fd, cache_files.lock_content(dataset_name, split, shards), 0)
+    os.pwrite(fd, tf_file_listing.lock_content(dataset_name, split, shards), 0)
     _held_locks[prefix] = fd
     # No live process holds the lock: whatever a writer left is from a dead one.
     _remove_leftovers(prefix)

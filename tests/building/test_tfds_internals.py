@@ -34,7 +34,7 @@ from tensorflow_datasets.core.utils import shard_utils
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
-from fast_tfds.build import FastImageBuilder, archives, shards
+from fast_tfds.building import FastImageBuilder, archives, shards
 from tests.helpers import REPO, project_modules
 
 # Every TFDS internal a test below checks: what the scan of the project may find.
@@ -81,7 +81,7 @@ def source(function) -> str:
 
 
 def test_generate_splits_is_where_tfds_takes_the_shard_config():
-    used_by = "fast_tfds/build/builder.py FastImageBuilder._generate_splits (shard policy)"
+    used_by = "fast_tfds/building/builder.py FastImageBuilder._generate_splits (shard policy)"
     api = "GeneratorBasedBuilder._generate_splits(dl_manager, download_config)"
     base = tfds.core.GeneratorBasedBuilder
     assert hasattr(base, "_generate_splits"), changed(api, used_by, "the method is gone")
@@ -100,7 +100,9 @@ def test_generate_splits_is_where_tfds_takes_the_shard_config():
 
 
 def test_process_pipeline_result_is_called_after_a_beam_pipeline():
-    used_by = "fast_tfds/build/builder.py FastImageBuilder._process_pipeline_result (Beam counters)"
+    used_by = (
+        "fast_tfds/building/builder.py FastImageBuilder._process_pipeline_result (Beam counters)"
+    )
     api = "DatasetBuilder._process_pipeline_result(pipeline_result)"
     base = tfds.core.GeneratorBasedBuilder
     assert hasattr(base, "_process_pipeline_result"), changed(api, used_by, "the hook is gone")
@@ -143,7 +145,7 @@ def test_max_examples_per_split_takes_only_what_it_needs_from_the_generator():
 
 
 def test_shard_config_is_the_frozen_dataclass_we_extend():
-    used_by = "fast_tfds/build/shards.py AtLeastShards"
+    used_by = "fast_tfds/building/shards.py AtLeastShards"
     api = "tensorflow_datasets.core.utils.shard_utils.ShardConfig"
     config = shard_utils.ShardConfig
     assert dataclasses.is_dataclass(config), changed(api, used_by, "no longer a dataclass")
@@ -168,7 +170,7 @@ def test_shard_config_is_the_frozen_dataclass_we_extend():
 
 
 def test_download_config_can_be_copied_field_by_field():
-    used_by = "fast_tfds/build/shards.py AtLeastShardsDownloadConfig.from_config"
+    used_by = "fast_tfds/building/shards.py AtLeastShardsDownloadConfig.from_config"
     api = "tfds.download.DownloadConfig"
     config_cls = tfds.download.DownloadConfig
     assert dataclasses.is_dataclass(config_cls), changed(api, used_by, "no longer a dataclass")
@@ -193,7 +195,7 @@ def test_download_config_can_be_copied_field_by_field():
 
 
 def test_checksums_path_is_a_classproperty_tfds_reads_url_infos_from():
-    used_by = "fast_tfds/build/builder.py FastImageBuilder._checksums_path (checksums/*.tsv)"
+    used_by = "fast_tfds/building/builder.py FastImageBuilder._checksums_path (checksums/*.tsv)"
     api = "DatasetBuilder._checksums_path (a classproperty read by url_infos)"
     assert hasattr(tfds.core.utils, "classproperty"), changed(
         "tfds.core.utils.classproperty", used_by, "gone"
@@ -214,7 +216,7 @@ def test_checksums_path_is_a_classproperty_tfds_reads_url_infos_from():
 
 
 def test_non_matching_checksum_error_is_what_the_download_manager_raises():
-    used_by = "fast_tfds/build/sources.py source_path (a clear error on a bad download)"
+    used_by = "fast_tfds/building/archive_sources.py source_path (a clear error on a bad download)"
     api = "tensorflow_datasets.core.download.download_manager.NonMatchingChecksumError"
     error = getattr(download_manager, "NonMatchingChecksumError", None)
     assert isinstance(error, type) and issubclass(error, Exception), changed(api, used_by, "gone")
@@ -225,7 +227,7 @@ def test_non_matching_checksum_error_is_what_the_download_manager_raises():
 
 def test_download_folder_names_are_where_the_download_manager_looks():
     used_by = (
-        "fast_tfds/build/sources.py _in_download_cache (an archive already downloaded "
+        "fast_tfds/building/archive_sources.py _in_download_cache (an archive already downloaded "
         "is used offline, without the URL check)"
     )
     api = "tensorflow_datasets.core.download.resource get_dl_fname / is_locally_cached"
@@ -241,7 +243,7 @@ def test_download_folder_names_are_where_the_download_manager_looks():
 
 
 def test_download_error_is_what_the_downloader_raises():
-    used_by = "fast_tfds/build/sources.py source_path (one line for a failed download)"
+    used_by = "fast_tfds/building/archive_sources.py source_path (one line for a failed download)"
     api = "tensorflow_datasets.core.download.util.DownloadError"
     error = getattr(download_util, "DownloadError", None)
     assert isinstance(error, type) and issubclass(error, Exception), changed(api, used_by, "gone")
@@ -252,8 +254,8 @@ def test_download_error_is_what_the_downloader_raises():
 
 def test_file_formats_are_the_enum_the_loader_and_reader_check():
     used_by = (
-        "fast_tfds/loader/source.py (ArrayRecord files), fast_tfds/read/records.py "
-        "(a one-line error for an ArrayRecord-only build), fast_tfds/build/builder.py"
+        "fast_tfds/loader/array_records.py (ArrayRecord files), fast_tfds/read/records.py "
+        "(a one-line error for an ArrayRecord-only build), fast_tfds/building/builder.py"
     )
     api = "tensorflow_datasets.core.file_adapters.FileFormat"
     from tensorflow_datasets.core import file_adapters
@@ -267,7 +269,7 @@ def test_file_formats_are_the_enum_the_loader_and_reader_check():
 
 
 def test_manual_dir_without_one_raises_what_source_path_catches(tmp_path):
-    used_by = "fast_tfds/build/sources.py source_path (no manual dir: download)"
+    used_by = "fast_tfds/building/archive_sources.py source_path (no manual dir: download)"
     api = "DownloadManager.manual_dir without a manual dir"
     manager = tfds.download.DownloadManager(
         download_dir=tmp_path, manual_dir=None, manual_dir_instructions="x"
@@ -281,7 +283,7 @@ def test_manual_dir_without_one_raises_what_source_path_catches(tmp_path):
 
 
 def test_archive_member_names_are_filtered_as_tfds_does():
-    used_by = "fast_tfds/build/archives.py normpath (a copy of TFDS's private _normpath)"
+    used_by = "fast_tfds/building/archives.py normpath (a copy of TFDS's private _normpath)"
     api = "tensorflow_datasets.core.download.extractor._normpath"
     theirs = getattr(extractor, "_normpath", None)
     assert theirs is not None, changed(api, used_by, "gone: keep our copy, drop this test")

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from absl import logging
 from etils import epath
 
-from fast_tfds.build.errors import BuildError
+from fast_tfds.building.errors import BuildError
 
 try:
     import fcntl

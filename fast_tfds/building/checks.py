@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from etils import epath
 
-from fast_tfds.build.errors import BuildError
+from fast_tfds.building.errors import BuildError
 
 MAX_SHARE = 0.10
 MAX_COUNT = 5

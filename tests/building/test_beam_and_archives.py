@@ -11,7 +11,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
-from fast_tfds.build import archives
+from fast_tfds.building import archives
 
 STANFORD_DUMMY_DATA = Path(stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data")
 

@@ -3,10 +3,10 @@
 An arena larger than the memory the process may still take does not fail: the
 kernel evicts the process's own pages (TensorFlow's code among them) to make
 room, and the read crawls without an error. So before reserving the rows the
-reader asks `fast_tfds.core.memory_budget` how much it may take (the cgroup
+reader asks `fast_tfds.cache.memory_budget` how much it may take (the cgroup
 limits of a container, MemAvailable, or the user's `cache_budget`), and when the
 rows do not fit, lays them out in a memory-mapped file on local disk instead
-(`fast_tfds.core.disk_arena`): the same layout, the same fill and serve, with
+(`fast_tfds.cache.disk_rows`): the same layout, the same fill and serve, with
 the page cache keeping in memory as much of it as the budget allows. When the
 disk lacks room too, the read fails before its first batch, with one line that
 says what would fit.
@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.core import disk_arena, memory_budget
-from fast_tfds.read import arena
+from fast_tfds.cache import arena, disk_rows, memory_budget
 
 # Of the memory found free, the share an arena may take by default: the rest of the
 # process (TensorFlow, prefetched batches, the model's own step) needs room too.
@@ -38,19 +37,19 @@ def allocator(
 ) -> arena.Allocate:
     """How to allocate the `need` bytes of an arena: in memory or in a file on disk.
 
-    Raises `disk_arena.NotEnoughRoom` (a ValueError) with one line when neither
+    Raises `disk_rows.NotEnoughRoom` (a ValueError) with one line when neither
     memory nor the cache folder can hold it.
     """
     budget = memory_budget.available_memory(cache_budget)
     allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
     if need <= allowed:
         return arena.allocate_in_memory
-    folder = Path(cache_dir) if cache_dir is not None else disk_arena.default_folder()
+    folder = Path(cache_dir) if cache_dir is not None else disk_rows.default_folder()
     over = f"the cache of {what} needs {_gib(need)}, over its memory budget of {_gib(allowed)}"
     try:
-        disk_arena.check_room(folder, need)
-    except (disk_arena.NotEnoughRoom, OSError) as err:
-        raise disk_arena.NotEnoughRoom(
+        disk_rows.check_room(folder, need)
+    except (disk_rows.NotEnoughRoom, OSError) as err:
+        raise disk_rows.NotEnoughRoom(
             f"fast_tfds: {over} ({budget.source}), and it cannot go to disk either: {err}. "
             "Pass cache_dir= a local folder with room, cache_budget= more bytes, a smaller "
             "image_size=, or cache=False."
@@ -72,15 +71,15 @@ class DiskRows:
         self.folder = folder
 
     def __call__(self, shape: tuple[int, ...], dtype) -> np.ndarray:
-        return disk_arena.allocate(self.folder, shape, dtype)
+        return disk_rows.allocate(self.folder, shape, dtype)
 
     def filled(self, array: np.ndarray) -> None:
         # Written back once, after the fill: served epochs then find clean pages,
         # which the kernel drops cheaply when the budget is reached.
-        disk_arena.write_back(array)
+        disk_rows.write_back(array)
 
     def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
-        disk_arena.read_ahead(array, rows)
+        disk_rows.read_ahead(array, rows)
 
 
 def _gib(n: int) -> str:

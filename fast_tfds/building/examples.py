@@ -12,7 +12,7 @@ from typing import Any
 
 from absl import logging
 
-from fast_tfds.build import images
+from fast_tfds.building import images
 
 KeyExample = tuple[str, dict[str, Any]]
 

@@ -31,8 +31,8 @@ from tensorflow_datasets.core.download import resource as resource_lib
 from tensorflow_datasets.core.download import util as download_util
 from tensorflow_datasets.core.download.download_manager import NonMatchingChecksumError
 
-from fast_tfds.build import checks, downloads
-from fast_tfds.build.errors import BuildError
+from fast_tfds.building import checks, downloads
+from fast_tfds.building.errors import BuildError
 
 # The archive kind a source file must be, by the extension of its URL's name.
 _ARCHIVE_KINDS = {".zip": "zip", ".tar": "tar"}

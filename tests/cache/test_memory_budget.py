@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fast_tfds.core.memory_budget import available_memory
+from fast_tfds.cache.memory_budget import available_memory
 
 GIB = 1 << 30
 

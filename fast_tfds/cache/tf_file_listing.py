@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows: no flock; no way to tell a cache in use.
     fcntl = None
 
-from fast_tfds.core import disk_arena
+from fast_tfds.cache import disk_rows
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -89,7 +89,7 @@ def read_lock_content(path: str) -> dict:
 
 def holder(lock_path: str) -> str | None:
     """'pid N' of the live process holding the lock, or None if no process holds it."""
-    if fcntl is None or not disk_arena.is_locked(lock_path):
+    if fcntl is None or not disk_rows.is_locked(lock_path):
         return None
     return f"pid {read_lock_content(lock_path).get('pid', '?')}"
 

@@ -16,7 +16,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import file_adapters
 
 from fast_tfds.core import sizes, splits
-from fast_tfds.core.builders import DatasetNotBuilt
+from fast_tfds.core.builder_lookup import DatasetNotBuilt
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fast_tfds.build import images
+from fast_tfds.building import images
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
 

@@ -9,15 +9,15 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
-from fast_tfds.core import builders
+from fast_tfds.core import builder_lookup
 
 
 def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_dir):
-    builder = builders.load_builder(
+    builder = builder_lookup.load_builder(
         "cats_vs_dogs_fast", data_dir=cats_data_dir, config="original", download_and_prepare=False
     )
     assert builder.is_prepared() and builder.info.full_name == "cats_vs_dogs_fast/original/1.0.0"
-    from_folder = builders.load_builder("cats_vs_dogs_fast", builder_dir=builder.data_dir)
+    from_folder = builder_lookup.load_builder("cats_vs_dogs_fast", builder_dir=builder.data_dir)
     assert from_folder.info.full_name == builder.info.full_name
     assert (
         from_folder.info.splits["train"].num_examples == builder.info.splits["train"].num_examples
@@ -34,7 +34,7 @@ def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_
 )
 def test_bad_arguments_are_one_line_value_errors(arguments, start):
     with pytest.raises(ValueError) as excinfo:
-        builders.load_builder(**arguments)
+        builder_lookup.load_builder(**arguments)
     message = str(excinfo.value)
     assert message.startswith(start) and "\n" not in message, message
 
@@ -45,8 +45,8 @@ def suggested_command(message: str) -> list[str]:
 
 def test_a_missing_build_names_the_command_that_builds_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # A relative data dir: the command gets it absolute.
-    with pytest.raises(builders.DatasetNotBuilt) as excinfo:
-        builders.load_builder(
+    with pytest.raises(builder_lookup.DatasetNotBuilt) as excinfo:
+        builder_lookup.load_builder(
             "stanford_dogs_tfrecord",
             data_dir="data",
             config="original",
@@ -68,8 +68,10 @@ def test_the_default_data_dir_and_format_add_nothing_to_the_command(tmp_path, mo
     from tensorflow_datasets.core import constants
 
     monkeypatch.setattr(constants, "DATA_DIR", str(tmp_path))
-    with pytest.raises(builders.DatasetNotBuilt) as excinfo:
-        builders.load_builder("cats_vs_dogs_fast", data_dir=tmp_path, download_and_prepare=False)
+    with pytest.raises(builder_lookup.DatasetNotBuilt) as excinfo:
+        builder_lookup.load_builder(
+            "cats_vs_dogs_fast", data_dir=tmp_path, download_and_prepare=False
+        )
     assert suggested_command(str(excinfo.value)) == [
         *("tfds", "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
         *("--config", "224"),

@@ -1,8 +1,8 @@
 """The build layer: what both dataset builders share (see `builder`)."""
 
-from fast_tfds.build.builder import FastImageBuilder, ImageConfig, image_configs
-from fast_tfds.build.examples import KeyExample, Skipped, SkipReport
-from fast_tfds.build.shards import MIN_SHARDS_PER_SPLIT
+from fast_tfds.building.builder import FastImageBuilder, ImageConfig, image_configs
+from fast_tfds.building.examples import KeyExample, Skipped, SkipReport
+from fast_tfds.building.shards import MIN_SHARDS_PER_SPLIT
 
 __all__ = [
     "MIN_SHARDS_PER_SPLIT",
