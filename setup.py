@@ -51,6 +51,7 @@ setup(
     packages=[
         "fast_tfds",
         "fast_tfds.core",
+        "fast_tfds.cache",
         "fast_tfds.building",
         "fast_tfds.read",
         "fast_tfds.samples",

@@ -6,7 +6,7 @@ ds = stanford_dogs_tfrecord.as_fast_dataset("train", crop_to_box=True)
 loader = stanford_dogs_tfrecord.as_fast_loader("train", crop_to_box=True, seed=0)  # JAX, PyTorch
 """
 
-from fast_tfds.core import hooks
+from fast_tfds.core import dataset_hooks
 from stanford_dogs_tfrecord.hook import StanfordDogsHook
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
 
@@ -17,7 +17,7 @@ NAME = Builder.name
 
 # crop_to_box, with_boxes and max_boxes, for these functions and for the generic
 # fast_tfds.as_fast_dataset / as_fast_loader of this dataset alike.
-hooks.register(NAME, StanfordDogsHook())
+dataset_hooks.register(NAME, StanfordDogsHook())
 
 
 def as_fast_dataset(

@@ -3,7 +3,7 @@
 Both run inside the shared reader's `transform` hook, on each example right
 after parsing, while the image is still JPEG bytes and before the cache, so a
 cached pipeline caches the crops and the boxes too. A crop is named, not cut:
-the transform adds the window (`decode.WINDOW_KEY`) and the reader's decoder
+the transform adds the window (`decoding.WINDOW_KEY`) and the reader's decoder
 cuts it, as the Grain loader's does, so both give the same pixels.
 
 The number of boxes varies from image to image (most have one), so boxes
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from fast_tfds.read.decode import WINDOW_KEY
+from fast_tfds.read.decoding import WINDOW_KEY
 from stanford_dogs_tfrecord import crops
 
 AUTOTUNE = tf.data.AUTOTUNE

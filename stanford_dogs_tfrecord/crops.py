@@ -64,7 +64,7 @@ def first_box_window(bbox: np.ndarray, height: int, width: int) -> tuple[int, in
     """(y, x, height, width) of the first of `bbox` ([n, 4], numpy), or of the whole image.
 
     With `functools.partial(first_box_window, bbox)` it is a window function of the
-    image size, the form `fast_tfds.core.hooks.Window` takes.
+    image size, the form `fast_tfds.core.dataset_hooks.Window` takes.
     """
     box = bbox[0] if len(bbox) else WHOLE_IMAGE
     return tuple(int(v) for v in pixel_window(box, height, width, NUMPY))

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from fast_tfds.core import hooks, options
+from fast_tfds.core import dataset_hooks, options
 from stanford_dogs_tfrecord import crops
 
 # The serialized feature that holds an example's boxes: [4 * n] floats.
 BBOX_KEY = "objects/bbox"
 
 
-class StanfordDogsHook(hooks.DatasetHook):
+class StanfordDogsHook(dataset_hooks.DatasetHook):
     reader_keywords = {"with_boxes": False, "crop_to_box": False}
     loader_keywords = {"with_boxes": False, "crop_to_box": False, "max_boxes": 16}
 
@@ -67,7 +67,7 @@ class StanfordDogsHook(hooks.DatasetHook):
 
 @dataclasses.dataclass(frozen=True)
 class BoxParts:
-    """The loader's side (`hooks.ExampleParts`): the crop window, and the boxes as
+    """The loader's side (`dataset_hooks.ExampleParts`): the crop window, and the boxes as
     {"label", "bbox" float32 [max_boxes, 4], "num_boxes" int32}, padded with zero
     rows so that every batch has one shape (what jax.jit wants)."""
 
@@ -76,7 +76,7 @@ class BoxParts:
     max_boxes: int = 16
     keys: tuple[str, ...] = (BBOX_KEY,)
 
-    def window(self, values: Mapping[str, np.ndarray]) -> hooks.Window | None:
+    def window(self, values: Mapping[str, np.ndarray]) -> dataset_hooks.Window | None:
         if not self.crop_to_box:
             return None
         return functools.partial(crops.first_box_window, _boxes(values))

@@ -333,3 +333,30 @@ def test_importing_the_package_loads_no_tensorflow():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"
+
+
+# -- names -----------------------------------------------------------------------
+
+
+def _words(name: str) -> tuple[str, ...]:
+    """A module's name as the set of its words, each without a plural s."""
+    return tuple(sorted(word.removesuffix("s") for word in name.strip("_").split("_")))
+
+
+def confusable_names(modules) -> list[list[str]]:
+    """Groups of project modules whose names differ only in word order or number
+    (`file_cache` / `cache_files`, `builder` / `builders`)."""
+    by_words: dict[tuple[str, ...], set[str]] = {}
+    for module in modules:
+        name = module.rsplit(".", 1)[-1]
+        by_words.setdefault(_words(name), set()).add(name)
+    return sorted(sorted(names) for names in by_words.values() if len(names) > 1)
+
+
+def test_no_two_module_names_differ_only_in_word_order_or_number():
+    assert confusable_names(MODULES) == []
+
+
+def test_the_name_check_finds_confusable_names():
+    found = confusable_names(["a.file_cache", "b.cache_files", "a.builder", "c.builders", "a.x"])
+    assert found == [["builder", "builders"], ["cache_files", "file_cache"]]

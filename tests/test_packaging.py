@@ -46,7 +46,7 @@ def _canonical(name: str) -> str:
 
 def _not_sources(folder: str, names: list[str]) -> set[str]:
     ignored = {n for n in names if n in (".git", "__pycache__") or n.startswith(".venv")}
-    if folder == str(REPO):  # build/ and dist/ at the root only: fast_tfds/building is code.
+    if folder == str(REPO):  # setuptools' build/ and dist/ are at the root only.
         ignored |= {n for n in names if n in ("build", "dist") or n.endswith(".egg-info")}
     return ignored
 

@@ -22,7 +22,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast  # noqa: F401  (registers the dataset)
-from fast_tfds.read import decode, records
+from fast_tfds.read import decoding, parsing, records
 
 AUTOTUNE = tf.data.AUTOTUNE
 IMAGE = {"image": tf.TensorSpec((224, 224, 3), tf.uint8)}
@@ -32,9 +32,9 @@ def pipelines(data_dir: str) -> dict:
     builder = tfds.builder("cats_vs_dogs_fast", config="224", data_dir=data_dir)
     instructions = records.file_instructions(builder, "train")
     features = builder.info.features
-    parse_one = decode.make_parser(features, None, {"image", "label"})
-    parse_block = decode.make_batch_parser(features, {"image", "label"})
-    decode_block = decode.decode_jpeg_blocks(IMAGE)
+    parse_one = parsing.make_parser(features, None, {"image", "label"})
+    parse_block = parsing.make_batch_parser(features, {"image", "label"})
+    decode_block = decoding.decode_jpeg_blocks(IMAGE)
 
     def checked():
         return records.read_records(instructions, shuffle=True, seed=None, deterministic=False)

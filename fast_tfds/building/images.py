@@ -17,8 +17,8 @@ import warnings
 
 from PIL import Image, UnidentifiedImageError
 
-# Baseline (not progressive) at 90: progressive JPEGs decode ~3x slower and
-# quality 95 ~20% slower, for no visible gain at 224x224.
+# Baseline (not progressive) at 90: progressive JPEGs and higher qualities decode
+# slower for no visible gain at 224x224 (docs/design.md, "Figures behind the code").
 JPEG_QUALITY = 90
 
 # The photos in both datasets are a few megapixels at most. Anything declaring

@@ -31,12 +31,12 @@ FILL, SERVE = 0, 1
 # fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
 # It may also have a method `filled(array)`, called once the fill has written every row,
 # and `read_ahead(array, rows)`, called a few batches before served epochs gather those
-# rows (rows on disk write themselves back, and are read ahead: see `arena_memory`).
+# rows (rows on disk write themselves back, and are read ahead: see `placement`).
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
 class BlockDecoder(Protocol):
-    """Decodes a block of JPEG bytes (`fast_tfds.read.decode.BlockImages`)."""
+    """Decodes a block of JPEG bytes (`fast_tfds.read.decoding.BlockImages`)."""
 
     def decode(self, jpegs: np.ndarray) -> np.ndarray: ...
 
@@ -240,8 +240,8 @@ def prefault(rows: np.ndarray) -> None:
     is written there (by the thread that writes it, the GIL released).
 
     Otherwise each new 4 KiB page is a page fault of its own when the decoder first
-    writes it (36.75 per 224 image); one MADV_POPULATE_WRITE per block does the same
-    work without a trap per page, and the fill takes less CPU. It runs in the writing
+    writes it (dozens per image); one MADV_POPULATE_WRITE per block does the same work
+    without a trap per page, and the fill takes less CPU (docs/design.md). It runs in the writing
     thread, not ahead of it in another one, where it would compete with decoding for
     the cores. Where the call is unavailable, the writes fault the pages in as before.
     """

@@ -93,9 +93,9 @@ def write_back(array: np.ndarray) -> None:
         region.flush()
         if hasattr(mmap, "MADV_RANDOM"):
             # From now on rows are read in a random order: without this, each page
-            # fault reads the device's whole read-ahead window around it (8 MiB here),
-            # which a memory limit then evicts before it is used (measured: 15x the
-            # file read back per served epoch). `read_ahead` asks for the rows instead.
+            # fault reads the device's whole read-ahead window around it, which a
+            # memory limit then evicts before it is used (docs/design.md, "Where the
+            # cache lives"). `read_ahead` asks for the rows instead.
             region.madvise(mmap.MADV_RANDOM)
 
 

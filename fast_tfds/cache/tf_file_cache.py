@@ -10,7 +10,7 @@ TensorFlow's `Dataset.cache(filename)` alone has three traps:
   when its iterator is destroyed it deletes the first one's partial files, so
   the first fails too (NotFoundError).
 
-So the files get a name of their own for what is cached (`cache_key`), and a
+So the files get a name of their own for what is cached (`tf_file_key`), and a
 process writes them only while it holds an OS lock on `<prefix>.lock`
 (`fcntl.flock`, released by the kernel when the process dies, so a lock is never
 stale). The holder removes what a dead writer left; another process reads a
@@ -32,7 +32,7 @@ element shapes or, for images of any size, the shard files' sizes as a floor).
 A disk that fills up while the cache is being written still fails the epoch
 with TensorFlow's "No space left on device" naming the cache file.
 
-`cache_files` lists and removes caches (`fast-tfds cache list|clean`); the lock
+`tf_file_listing` lists and removes caches (`fast-tfds cache list|clean`); the lock
 file holds what the cache is made from, so a cache of a rebuilt dataset can be
 told apart.
 """

@@ -2,7 +2,7 @@
 
 One cache (`as_fast_dataset(cache=PATH)`) is the set of files that share a
 prefix `<PATH>.<dataset-config-version>.<split>.<16 hex digits>` (or
-`<PATH>/<...>` when PATH is a folder), see `cache_key.cache_prefix`:
+`<PATH>/<...>` when PATH is a folder), see `tf_file_key.cache_prefix`:
 
     <prefix>.lock                        our OS lock, and what the cache holds (JSON)
     <prefix>.index, <prefix>.data-*      a complete cache (TensorFlow writes the index last)

@@ -21,7 +21,7 @@ import numpy as np
 import PIL.Image
 import simplejpeg
 
-from fast_tfds.core.hooks import Window
+from fast_tfds.core.dataset_hooks import Window
 
 
 def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import os  # noqa: E402
 
 import tensorflow_datasets as tfds  # noqa: E402
 
-from fast_tfds.core import hooks, sizes  # noqa: E402
+from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import load_builder  # noqa: E402
 from fast_tfds.loader.array_records import (  # noqa: E402
     DatasetNotBuilt,
@@ -64,8 +64,8 @@ def as_fast_loader(
         Dogs: crop_to_box, with_boxes, max_boxes; see
         stanford_dogs_tfrecord.as_fast_loader).
     """
-    hook = hooks.hook_for(name)
-    settings, keywords = hooks.dataset_settings(
+    hook = dataset_hooks.hook_for(name)
+    settings, keywords = dataset_hooks.dataset_settings(
         hook.loader_keywords,
         keywords,
         options=LoaderOptions.names(),

@@ -7,7 +7,7 @@ ends give the same pixels at every output size: libjpeg-turbo decodes at the sma
 DCT scale that still covers the output, which skips most of a full decode, and a
 resize does the rest (see "Resizing and picture fidelity" in docs/reading.md for how
 close that is to `tf.image.resize(..., antialias=True)`). A crop window from the
-dataset's hook (`fast_tfds.core.hooks`) is given to the decoder, not cut afterwards,
+dataset's hook (`fast_tfds.core.dataset_hooks`) is given to the decoder, not cut afterwards,
 so the DCT scale is chosen for the part that is kept. A JPEG that libjpeg-turbo
 rejects is decoded by Pillow and still arrives.
 """
@@ -24,7 +24,7 @@ import simplejpeg
 from tensorflow_datasets.proto import tf_example_pb2
 
 from fast_tfds.core import jpeg_blocks
-from fast_tfds.core.hooks import ExampleParts, Window
+from fast_tfds.core.dataset_hooks import ExampleParts, Window
 
 
 class BadRecord(ValueError):

@@ -128,7 +128,7 @@ class FastLoader:
         if self.options.num_workers:
             # Workers hand batches over in shared memory, which Grain frees when the
             # array is deleted; a batch still referenced at interpreter exit would
-            # then fail and leak. A copy (~5% of the time) makes it a plain array.
+            # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
             batch = _copied(batch)
         return batch
 

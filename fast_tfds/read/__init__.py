@@ -6,7 +6,7 @@
       │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block (at a reduced
       │   │   DCT scale and resized, where sizes differ) into its arena rows, in
       │   │   memory or, over the memory budget, in a file on disk
-      │   │   (`arena_memory`); later epochs gather by a permutation of the split
+      │   │   (`fast_tfds.cache`); later epochs gather by a permutation of the split
       │   └ Plan.BLOCK_STREAM (cache=False): decode the block
       └ otherwise: parse + (transform) + decode one example at a time, with the
         same decoder, or on the tf.data service's workers when `service` is given
@@ -15,13 +15,13 @@
           └ Plan.PER_EXAMPLE: cache (memory or files) ─ shuffle ─ batch
       ─ to float32, once per batch ─ repeat ─ prefetch ─ assert_cardinality
 
-`reader` is the front door and `plans` chooses a plan and builds its pipeline;
-`records` reads the shards, `decode` parses and decodes, `arena` holds decoded
-examples between epochs, `arena_memory` decides where (memory or disk) and
-`arena_dataset` wires it into tf.data, `file_cache`
-caches in files (named by `cache_key`, listed and removed by `cache_files`),
-`service` hands decoding to a tf.data service cluster, and `options` validates the
-keywords. The names below load on first use, so that a command line importing
+`reader` is the front door; `options` validates the keywords into `ReadOptions`,
+`split_reading` turns them and the split into a `Reading`, `plans` chooses a plan and
+builds its pipeline, `epochs` repeats and declares its length. `records` reads the
+shards, `parsing` parses records, `decoding` decodes pictures, `output` converts each
+batch; `arena_dataset` wires the arena (`fast_tfds.cache`, which also holds the file
+cache and where the rows live) into tf.data, and `service` hands decoding to a tf.data
+service cluster. The names below load on first use, so that a command line importing
 `read.service` for its address parsing does not load TensorFlow.
 """
 

@@ -22,14 +22,15 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.cache import arena as arenas
-from fast_tfds.read.decode import UNBATCHED_BLOCK, BatchParser, BlockImages
-from fast_tfds.read.options import ReadOptions
+from fast_tfds.read.decoding import BlockImages
+from fast_tfds.read.options import Batching, Order
+from fast_tfds.read.parsing import UNBATCHED_BLOCK, BatchParser
 from fast_tfds.read.records import batches_per_epoch
 
 AUTOTUNE = tf.data.AUTOTUNE
 # How far ahead a served epoch asks for its rows when they are on disk: enough to keep
 # reads in flight, little enough that they stay in the page cache until gathered under
-# a memory limit (2 batches of 64 at 224 px; 4 and 8 batches were slower there).
+# a memory limit (2 batches of 64 at 224 px; docs/design.md has the figures).
 READ_AHEAD_BYTES = 16 << 20
 
 
@@ -38,31 +39,14 @@ class ArenaEpochs:
     """How the arena's epochs are made: the split's size, and how examples become batches."""
 
     num_examples: int
-    batch_size: int | None
-    drop_remainder: bool
-    shuffle: bool
-    shuffle_buffer: int
-    seed: int | None
-    deterministic: bool
+    batching: Batching
+    order: Order
     output_fn: Callable[[dict], object]
-
-    @classmethod
-    def of(cls, opts: ReadOptions, num_examples: int, output_fn: Callable) -> ArenaEpochs:
-        return cls(
-            num_examples=num_examples,
-            batch_size=opts.batch_size,
-            drop_remainder=opts.drop_remainder,
-            shuffle=opts.shuffle,
-            shuffle_buffer=opts.shuffle_buffer,
-            seed=opts.seed,
-            deterministic=opts.is_deterministic,
-            output_fn=output_fn,
-        )
 
     @property
     def block(self) -> int:
         """Examples per write into the arena (a batch, or a fixed block unbatched)."""
-        return self.batch_size or UNBATCHED_BLOCK
+        return self.batching.batch_size or UNBATCHED_BLOCK
 
 
 def supports(element_spec) -> bool:
@@ -93,13 +77,17 @@ def arena_batches(
     `examples` are example dicts, or with `parse_batch` serialized records that it
     parses a block at a time. `encoded` gives the features that arrive as JPEG bytes
     ({'image': BlockImages}): they are decoded into the arena's rows. `allocate` gives
-    the arena its memory (default: anonymous memory; see `arena_memory`).
+    the arena its memory (default: anonymous memory; see `placement`).
     """
     encoded = encoded or {}
     specs = arena_specs(examples, parse_batch, encoded)
     arena = arenas.Arena(epochs.num_examples, _columns(specs, encoded), allocate)
     # Without a seed each dataset still gets its own permutations.
-    base_seed = epochs.seed if epochs.seed is not None else random.SystemRandom().randrange(2**31)
+    base_seed = (
+        epochs.order.seed
+        if epochs.order.seed is not None
+        else random.SystemRandom().randrange(2**31)
+    )
     key = arena.key
 
     def begin(_):
@@ -152,7 +140,7 @@ def _fill(examples, arena, specs, epochs: ArenaEpochs, parse_batch, generation):
     The output conversion (`output_fn`) runs in the same function as the write: one
     pipeline stage less per batch.
     """
-    block, batch_size = epochs.block, epochs.batch_size
+    block, batch_size = epochs.block, epochs.batching.batch_size
 
     def store(position, batch):
         if parse_batch is not None:
@@ -163,15 +151,18 @@ def _fill(examples, arena, specs, epochs: ArenaEpochs, parse_batch, generation):
         return batch if batch_size is None else epochs.output_fn(batch)
 
     ds = examples
-    if epochs.shuffle:
-        ds = ds.shuffle(epochs.shuffle_buffer, seed=epochs.seed, reshuffle_each_iteration=True)
+    order = epochs.order
+    if order.shuffle:
+        ds = ds.shuffle(order.shuffle_buffer, seed=order.seed, reshuffle_each_iteration=True)
     # Every example is written, also those of a last partial batch that
     # drop_remainder leaves out of this epoch's output.
-    ds = ds.batch(block, num_parallel_calls=AUTOTUNE, deterministic=epochs.deterministic)
-    ds = ds.enumerate().map(store, num_parallel_calls=AUTOTUNE, deterministic=epochs.deterministic)
+    ds = ds.batch(block, num_parallel_calls=AUTOTUNE, deterministic=epochs.order.deterministic)
+    ds = ds.enumerate().map(
+        store, num_parallel_calls=AUTOTUNE, deterministic=epochs.order.deterministic
+    )
     if batch_size is None:
         return ds.unbatch().map(epochs.output_fn)
-    if epochs.drop_remainder:
+    if epochs.batching.drop_remainder:
         ds = ds.filter(lambda *batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
         ds = ds.map(_with_batch_dim(batch_size))
     return ds
@@ -198,7 +189,7 @@ def _write(arena, specs, generation, position, batch: dict) -> tuple[tf.Tensor, 
 
 def _serve(arena, specs, epochs: ArenaEpochs, seed: tuple) -> tf.data.Dataset:
     """Batches gathered from the filled arena in a new permutation of the split."""
-    key, n, batch_size = arena.key, epochs.num_examples, epochs.batch_size
+    key, n, batch_size = arena.key, epochs.num_examples, epochs.batching.batch_size
     # The arena reaches the graph through a numpy_function, once per served epoch:
     # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
     # into the dataset graph instead would be read whole when the first iterator is
@@ -216,7 +207,7 @@ def _serve(arena, specs, epochs: ArenaEpochs, seed: tuple) -> tf.data.Dataset:
     if batch_size is not None:
         batch_bytes = batch_size * sum(a.strides[0] for a in arena.arrays.values())
         ahead = max(1, -(-READ_AHEAD_BYTES // max(batch_bytes, 1)))
-    if epochs.shuffle:
+    if epochs.order.shuffle:
         order = tf.random.experimental.stateless_shuffle(
             order, seed=tf.stack([tf.constant(seed[0], tf.int64), seed[1]])
         )
@@ -238,11 +229,11 @@ def _serve(arena, specs, epochs: ArenaEpochs, seed: tuple) -> tf.data.Dataset:
         with tf.control_dependencies([asked]):
             return epochs.output_fn({k: tf.gather(t, rows) for k, t in tensors.items()})
 
-    count = batches_per_epoch(n, batch_size, epochs.drop_remainder)
+    count = batches_per_epoch(n, batch_size, epochs.batching.drop_remainder)
     ds = tf.data.Dataset.range(count).map(
-        gather, num_parallel_calls=AUTOTUNE, deterministic=epochs.deterministic
+        gather, num_parallel_calls=AUTOTUNE, deterministic=epochs.order.deterministic
     )
-    return ds.map(_with_batch_dim(batch_size)) if epochs.drop_remainder else ds
+    return ds.map(_with_batch_dim(batch_size)) if epochs.batching.drop_remainder else ds
 
 
 def _with_batch_dim(batch_size: int):

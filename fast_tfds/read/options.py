@@ -2,12 +2,14 @@
 
 Users pass keywords (`as_fast_dataset(split, batch_size=64, ...)`); the reader
 turns them into a `ReadOptions` whose constructor checks each one and raises a
-one-line ValueError that names the argument.
+one-line ValueError that names the argument. The plans read small typed parts of it
+(`cache_choice`, `order`, `batching`), never the whole bag.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 from collections.abc import Callable, Collection
 from typing import Any
@@ -20,9 +22,113 @@ from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 SHARDING_POLICIES = ("dynamic", "off")
 
 
+class CacheKind(enum.Enum):
+    """What `cache=` asks for: True, a path, or False."""
+
+    MEMORY = "memory"  # cache=True
+    FILES = "files"  # cache="PATH"
+    OFF = "off"  # cache=False
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheChoice:
+    """The `cache`, `cache_budget` and `cache_dir` keywords, read once."""
+
+    kind: CacheKind
+    path: str | None = None  # FILES: the prefix of the cache's files.
+    budget: int | None = None  # MEMORY: bytes its rows may take in memory.
+    folder: str | os.PathLike | None = None  # MEMORY: where rows over the budget go.
+
+    @classmethod
+    def of(cls, cache: bool | str | os.PathLike, budget=None, folder=None) -> CacheChoice:
+        if cache is True:
+            return cls(CacheKind.MEMORY, budget=budget, folder=folder)
+        if cache is False:
+            return cls(CacheKind.OFF)
+        return cls(CacheKind.FILES, path=os.fspath(cache))
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    """How examples are ordered: shuffled or not, reproducibly or not."""
+
+    shuffle: bool
+    shuffle_buffer: int
+    seed: int | None
+    deterministic: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """How examples become batches: None for unbatched examples."""
+
+    batch_size: int | None
+    drop_remainder: bool
+
+
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
-    """What `read_split` does; see its docstring for each field."""
+    """What `read_split` (and `as_fast_dataset`) does. Every field is a keyword of both.
+
+    Attributes:
+      batch_size: examples per batch (the global batch when `input_context` is
+        given); None for unbatched examples.
+      image_size: output size, int or (height, width). Images are decoded a block
+        at a time with libjpeg-turbo, at a reduced DCT scale where that is faster
+        than a full decode, and resized (close to `tf.image.resize(antialias=True)`;
+        see docs/reading.md); stored images already at the size keep TensorFlow's
+        exact pixels. None keeps stored sizes (then batching needs a fixed-size
+        config such as '224').
+      cache: True caches decoded uint8 images in memory: fixed-size examples in one
+        arena per split that epoch 1 fills, served in a new global order every epoch
+        (see `fast_tfds.cache.arena`), others with `Dataset.cache()`. A path caches
+        them in files with that prefix (its folder must exist; an existing folder
+        holds them), False does not cache. File names add the dataset, split and a
+        digest of the shard files (sizes, times), slice, image size, features and
+        transform: a different pipeline or a rebuilt dataset never gets a stale cache.
+        Only a full pass writes a cache that is later read (one stopped early, or
+        killed, is discarded). One process at a time writes it (an OS lock on
+        `<file>.lock`, freed when that process ends, so files left by a killed run are
+        removed by the next); another process reads it once complete, and reads
+        without a cache, with a warning, while it is being written. See
+        `fast_tfds.cache.tf_file_cache`.
+      cache_budget: bytes the in-memory cache may take. Default: three quarters of
+        what the process may still use (its cgroup's memory limit in a container,
+        else MemAvailable). A cache over the budget goes to a memory-mapped file in
+        `cache_dir` instead, with one log line; if that folder lacks room too, the
+        read fails at once with one line. See `fast_tfds.cache.placement`.
+      cache_dir: the local folder of such files (default: $FAST_TFDS_CACHE_DIR, else
+        ~/.cache/fast_tfds); `fast-tfds cache list|clean` shows and removes them.
+      shuffle: shuffle file order and examples (a new order every epoch); epochs
+        served from the arena are a permutation of the whole split.
+      shuffle_buffer: examples in the shuffle buffer of epochs that decode (epoch 1
+        with the arena; every epoch without it).
+      seed: seed for the shuffles; with deterministic=True the order of every epoch
+        repeats from run to run.
+      deterministic: keep a reproducible element order (slower). Default: True when
+        a seed is given, else False.
+      repeat: False for one epoch per iteration, True to repeat forever (the fastest
+        for Keras: fit(steps_per_epoch=...) keeps one iterator), or a number of
+        epochs. Batches never straddle two epochs.
+      drop_remainder: drop each epoch's last incomplete batch.
+      dtype: tf.float32 for images scaled to [0, 1], tf.uint8 for raw pixels.
+      as_supervised: (image, label) tuples, else dicts of all features.
+      input_context: a tf.distribute.InputContext: this input pipeline reads its own
+        subset of the shard files.
+      transform: an optional fn(example dict) -> example dict applied after parsing
+        (the image still JPEG bytes) and before decoding and the cache;
+        dataset-specific options such as cropping use it. To crop, it may add
+        `fast_tfds.read.decoding.WINDOW_KEY` (int32 [top, left, height, width])
+        rather than decode.
+      transform_keys: features `transform` needs besides the output's.
+      service: 'grpc://HOST:PORT' of a tf.data service dispatcher: its workers read
+        and decode (and `transform`) the examples, each exactly once per epoch;
+        caching, shuffling, batching and the float conversion stay here. The workers
+        need the shard files at the same path (shared or gs:// data_dir). Order is
+        never reproducible then. See `fast_tfds.read.service`.
+      service_sharding: 'dynamic' (files handed out to whichever worker asks next:
+        exactly once per epoch) or 'off' (every worker reads everything).
+    """
 
     batch_size: int | None = 32
     image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
@@ -71,6 +177,19 @@ class ReadOptions:
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
         object.__setattr__(self, "transform_keys", tuple(self.transform_keys))
+
+    @property
+    def cache_choice(self) -> CacheChoice:
+        """`cache`, `cache_budget` and `cache_dir` as one typed value."""
+        return CacheChoice.of(self.cache, self.cache_budget, self.cache_dir)
+
+    @property
+    def order(self) -> Order:
+        return Order(self.shuffle, self.shuffle_buffer, self.seed, self.is_deterministic)
+
+    @property
+    def batching(self) -> Batching:
+        return Batching(self.batch_size, self.drop_remainder)
 
     @property
     def is_deterministic(self) -> bool:

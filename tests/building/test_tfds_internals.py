@@ -305,7 +305,7 @@ def test_archive_member_names_are_filtered_as_tfds_does():
 
 
 def test_example_parser_parses_what_tfds_serializes():
-    used_by = "fast_tfds/read/decode.py make_decoder"
+    used_by = "fast_tfds/read/decoding.py make_decoder (via parsing.make_parser)"
     api = "tensorflow_datasets.core.example_parser.ExampleParser(example_specs).parse_example"
     parser_cls = getattr(example_parser, "ExampleParser", None)
     assert parser_cls is not None, changed(api, used_by, "gone")
@@ -323,7 +323,7 @@ def test_example_parser_parses_what_tfds_serializes():
 
 
 def test_serialized_info_says_which_features_a_block_parse_can_take():
-    used_by = "fast_tfds/read/decode.py make_batch_parser"
+    used_by = "fast_tfds/read/parsing.py make_batch_parser"
     api = "FeatureConnector.get_serialized_info() TensorInfo fields and decode_batch_example"
     features = tfds.features.FeaturesDict(
         {
@@ -345,7 +345,7 @@ def test_serialized_info_says_which_features_a_block_parse_can_take():
 
 
 def test_split_slices_give_file_instructions_with_filename_skip_and_take():
-    used_by = "fast_tfds/read/records.py file_instructions, read/cache_key.py cache_prefix"
+    used_by = "fast_tfds/read/records.py file_instructions, cache/tf_file_key.py cache_prefix"
     api = "SplitInfo/SubSplitInfo.file_instructions (shard_utils.FileInstruction)"
     fields = {f.name for f in dataclasses.fields(shard_utils.FileInstruction)}
     assert {"filename", "skip", "take"} <= fields, changed(api, used_by, f"fields {fields}")

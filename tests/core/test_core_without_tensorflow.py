@@ -17,7 +17,7 @@ _USE_THE_CORE = """
 import json, sys
 import numpy as np
 import cats_vs_dogs_fast, stanford_dogs_tfrecord
-from fast_tfds.core import hooks, jpeg_blocks, options, sizes, splits
+from fast_tfds.core import dataset_hooks, jpeg_blocks, options, sizes, splits
 from fast_tfds.core import builder_lookup
 from fast_tfds.cache import arena, housekeeping, memory_budget, placement, tf_file_listing
 
@@ -26,7 +26,7 @@ builder = builder_lookup.load_builder(
 )
 info = builder.info
 options.check_batch_size(32)
-parts = hooks.hook_for("stanford_dogs_tfrecord").example_parts(
+parts = dataset_hooks.hook_for("stanford_dogs_tfrecord").example_parts(
     {"crop_to_box": True, "with_boxes": True, "max_boxes": 2}
 )
 result = {

@@ -14,7 +14,7 @@ from PIL import Image
 
 from fast_tfds.cache import arena
 from fast_tfds.read import arena_dataset
-from fast_tfds.read.decode import BlockImages
+from fast_tfds.read.decoding import BlockImages
 from tests.read.reading import digest, epoch, read
 
 

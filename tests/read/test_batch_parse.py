@@ -11,7 +11,7 @@ import tensorflow as tf
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds.read import records
-from fast_tfds.read.decode import make_batch_parser, make_parser
+from fast_tfds.read.parsing import make_batch_parser, make_parser
 
 
 def _serialized(builder) -> tf.Tensor:

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
+from fast_tfds.read.split_reading import Reading
 from tests.read.reading import BATCH, batches_of, epoch, read
 
 Plan = plans.Plan
@@ -55,7 +56,7 @@ def _in(tmp_path, options):
 
 @pytest.mark.parametrize(("options", "plan"), PLANS, ids=[str(o) for o, _ in PLANS])
 def test_the_options_choose_the_documented_plan(cats_builder, tmp_path, options, plan):
-    reading = plans.Reading.start(cats_builder, "train", ReadOptions(**_in(tmp_path, options)))
+    reading = Reading.start(cats_builder, "train", ReadOptions(**_in(tmp_path, options)))
     assert plans.choose_plan(reading) is plan
 
 

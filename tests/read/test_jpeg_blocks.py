@@ -11,7 +11,7 @@ from PIL import Image
 
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import records
-from fast_tfds.read.decode import BlockImages, decode_jpeg_blocks
+from fast_tfds.read.decoding import BlockImages, decode_jpeg_blocks
 
 
 def _jpeg(height, width, mode="RGB", **save) -> bytes:

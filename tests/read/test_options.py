@@ -1,4 +1,5 @@
-"""`ReadOptions`: a file-system URL as the cache prefix (gs://, s3://, ram://)."""
+"""`ReadOptions`: the `cache` keyword read once into a typed choice, every field documented
+on the class, and a file-system URL as the cache prefix (gs://, s3://, ram://)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,28 @@ import pytest
 import tensorflow as tf
 
 import cats_vs_dogs_fast
-from fast_tfds.read.options import ReadOptions
+from fast_tfds.read.options import CacheKind, ReadOptions
+
+
+def test_the_cache_keyword_is_read_once_into_one_typed_choice(tmp_path):
+    memory = ReadOptions(cache_budget=123, cache_dir=str(tmp_path)).cache_choice
+    assert (memory.kind, memory.path, memory.budget, memory.folder) == (
+        CacheKind.MEMORY,
+        None,
+        123,
+        str(tmp_path),
+    )
+    files = ReadOptions(cache=tmp_path / "cache").cache_choice
+    assert (files.kind, files.path) == (CacheKind.FILES, str(tmp_path / "cache"))
+    assert ReadOptions(cache=False).cache_choice.kind is CacheKind.OFF
+
+
+def test_every_option_is_documented_on_the_class():
+    import dataclasses
+
+    doc = ReadOptions.__doc__
+    missing = [f.name for f in dataclasses.fields(ReadOptions) if f"\n      {f.name}: " not in doc]
+    assert not missing, f"ReadOptions' docstring lacks {missing}"
 
 
 @pytest.mark.parametrize(

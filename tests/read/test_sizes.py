@@ -24,6 +24,7 @@ from fast_tfds.cache import arena, disk_rows
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
+from fast_tfds.read.split_reading import Reading
 from tests.helpers import REPO, child_env
 from tests.read.reading import digest, epoch, read
 
@@ -53,7 +54,7 @@ def test_every_size_is_read_in_blocks_with_every_example_once(
     cats_data_dir, expected, config, size, cache
 ):
     builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
-    reading = plans.Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
+    reading = Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
     assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.BLOCK_STREAM)
     ds = read(cats_data_dir, config=config, image_size=size, cache=cache)
     for _ in range(2):  # With the cache: the fill, then an epoch served from the arena.

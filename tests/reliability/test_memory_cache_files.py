@@ -1,4 +1,4 @@
-"""`fast-tfds cache list|clean` and the memory cache's rows on disk (`disk_arena` files):
+"""`fast-tfds cache list|clean` and the memory cache's rows on disk (`disk_rows` files):
 those of a killed run are listed as such and removed, those of a live process are kept.
 
 Real processes: one allocates rows and is SIGKILLed, another holds its rows until told.

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import stanford_dogs_tfrecord
-from fast_tfds.core import hooks
+from fast_tfds.core import dataset_hooks
 
 LOADER_OPTIONS = frozenset({"batch_size", "seed"})
 
 
 def settings(name: str, keywords: dict):
-    hook = hooks.hook_for(name)
-    return hooks.dataset_settings(
+    hook = dataset_hooks.hook_for(name)
+    return dataset_hooks.dataset_settings(
         hook.loader_keywords,
         keywords,
         options=LOADER_OPTIONS,
@@ -30,7 +30,7 @@ def test_a_datasets_keywords_are_its_own_with_their_defaults():
 
 
 def test_a_dataset_without_a_hook_takes_only_the_back_ends_options():
-    assert hooks.hook_for("cats_vs_dogs_fast").loader_keywords == {}
+    assert dataset_hooks.hook_for("cats_vs_dogs_fast").loader_keywords == {}
     assert settings("cats_vs_dogs_fast", {"seed": 1}) == ({}, {"seed": 1})
     with pytest.raises(TypeError) as excinfo:
         settings("cats_vs_dogs_fast", {"crop_to_box": True, "seed": 1})
@@ -41,7 +41,7 @@ def test_a_dataset_without_a_hook_takes_only_the_back_ends_options():
 
 
 def test_stanfords_loader_side_crops_and_pads_its_boxes():
-    hook = hooks.hook_for(stanford_dogs_tfrecord.NAME)
+    hook = dataset_hooks.hook_for(stanford_dogs_tfrecord.NAME)
     assert hook.example_parts({"crop_to_box": False, "with_boxes": False, "max_boxes": 4}) is None
     parts = hook.example_parts({"crop_to_box": True, "with_boxes": True, "max_boxes": 3})
     values = {"objects/bbox": np.array([0.1, 0.25, 0.6, 1.0, 0.0, 0.0, 0.5, 0.5], np.float32)}

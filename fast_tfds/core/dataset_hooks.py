@@ -4,7 +4,7 @@ The reader and the loader know images and labels. A dataset that offers more
 (Stanford Dogs' boxes: `crop_to_box`, `with_boxes`) subclasses `DatasetHook` in
 its own package and registers it under its name when the package is imported:
 
-    hooks.register("stanford_dogs_tfrecord", StanfordDogsHook())
+    dataset_hooks.register("stanford_dogs_tfrecord", StanfordDogsHook())
 
 Each back end then takes the keywords the hook declares besides its own
 options, and calls the hook's side for itself: `reader_options` and

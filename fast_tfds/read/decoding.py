@@ -1,0 +1,177 @@
+"""Decoding pictures: JPEG bytes (parsed by `parsing`) -> uint8 images of the output size.
+
+Images of a fixed output size are decoded by `fast_tfds.core.jpeg_blocks`, the decoder
+the Grain loader uses too, so both back ends give the same pixels: at a reduced DCT
+scale where that pays, then resized (docs/reading.md compares it with
+`tf.image.resize`). It runs in `tf.numpy_function`s, a block of JPEGs per call where
+the reader batches before decoding. Only output that varies in size, and examples
+decoded on a tf.data service (whose workers run graph ops only), use TensorFlow's
+decoder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.core.sizes import as_hw
+from fast_tfds.read.parsing import make_parser
+
+# A `transform` may name the part of the image to keep, int32 [top, left, height,
+# width] in the stored image's pixels, instead of decoding and cutting it itself:
+# the decoder then picks its DCT scale for that part, as the Grain loader does with
+# the same window, and both give the same pixels.
+WINDOW_KEY = "image/window"
+
+
+def make_decoder(
+    features: tfds.features.FeaturesDict,
+    image_size: int | tuple[int, int] | None,
+    transform: Callable[[dict], dict] | None = None,
+    keys: Collection[str] | None = None,
+    *,
+    graph_ops_only: bool = False,
+) -> Callable[[tf.Tensor], dict]:
+    """fn(serialized example) -> dict with 'image' as uint8 [H, W, 3] and the other features.
+
+    With a fixed `image_size` the image is decoded (or, if `transform` decoded it,
+    resized) by `jpeg_blocks`, as on the block paths; `graph_ops_only` (for a tf.data
+    service, which cannot ship Python functions to its workers) uses TensorFlow's
+    decoder and antialiased resize instead.
+    """
+    parse = make_parser(features, transform, keys)
+    target = as_hw(image_size)
+    # A transform (a crop) changes the size, so the stored size is known only without one.
+    stored = features["image"].shape[:2] if transform is None else (None, None)
+
+    def decode(serialized: tf.Tensor) -> dict:
+        example = parse(serialized)
+        image, window = example["image"], example.pop(WINDOW_KEY, None)
+        if target is not None and not graph_ops_only:
+            example["image"] = decode_resized(image, target, window)
+            return example
+        if window is not None:
+            image = tf.image.decode_and_crop_jpeg(image, window, channels=3)
+        elif image.dtype == tf.string:
+            image = tf.io.decode_jpeg(image, channels=3)
+        example["image"] = resize_uint8(image, target, stored)
+        return example
+
+    return decode
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockImages:
+    """Stored JPEGs that decode a block at a time to one output shape.
+
+    `resize` is False where every stored image already has the output size (config
+    '224' read at 224): decoded straight to TensorFlow's exact pixels, an image of
+    another size being an error. Else each is decoded at the smallest DCT scale that
+    covers the output and resized (`jpeg_blocks.decode_resized_into`).
+    """
+
+    shape: tuple[int, int, int]
+    resize: bool
+
+    @property
+    def spec(self) -> tf.TensorSpec:
+        return tf.TensorSpec(self.shape, tf.uint8)
+
+    def decode(self, jpegs: np.ndarray) -> np.ndarray:
+        if self.resize:
+            return jpeg_blocks.decode_resized_block(jpegs, self.shape)
+        return jpeg_blocks.decode_jpeg_block(jpegs, self.shape)
+
+    def decode_into(self, jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if self.resize:
+            return jpeg_blocks.decode_resized_block_into(jpegs, rows)
+        return jpeg_blocks.decode_jpeg_block_into(jpegs, rows)
+
+
+def block_images(
+    features: tfds.features.FeaturesDict,
+    image_size: int | tuple[int, int] | None,
+    transform: Callable[[dict], dict] | None,
+) -> BlockImages | None:
+    """How the stored images decode in blocks to one output shape, or None when they
+    cannot: the output size varies (`image_size=None` on the `original` config), the
+    images are not RGB JPEGs, or a `transform` works on each example first."""
+    image = features["image"]
+    stored = tuple(image.shape)
+    target = as_hw(image_size)
+    if getattr(image, "encoding_format", None) != "jpeg" or transform is not None:
+        return None
+    if len(stored) != 3 or stored[2] != 3:
+        return None
+    if target is None:
+        return None if None in stored else BlockImages(stored, resize=False)
+    return BlockImages((*target, 3), resize=tuple(target) != stored[:2])
+
+
+def decode_jpeg_blocks(encoded: dict[str, BlockImages], batch_size: int | None = None):
+    """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes) decoded
+    to uint8, a block per call (see `BlockImages`)."""
+
+    def decode(batch: dict) -> dict:
+        batch = dict(batch)
+        for key, images in encoded.items():
+            decoded = tf.numpy_function(images.decode, [batch[key]], tf.uint8, stateful=False)
+            batch[key] = tf.ensure_shape(decoded, [batch_size, *images.shape])
+        return batch
+
+    return decode
+
+
+def decode_resized(
+    image: tf.Tensor, target: tuple[int, int], window: tf.Tensor | None = None
+) -> tf.Tensor:
+    """uint8 [*target, 3] from JPEG bytes (cut to `window`, if given) or from a decoded
+    uint8 image, by `jpeg_blocks`."""
+    shape = (*target, 3)
+    if image.dtype != tf.string:
+
+        def run(pixels):
+            return jpeg_blocks.resize_into(pixels, np.empty(shape, np.uint8))
+
+        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+    elif window is None:
+
+        def run(data):
+            return jpeg_blocks.decode_resized_into(data, np.empty(shape, np.uint8))
+
+        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
+    else:
+
+        def run(data, window):
+            top, left, height, width = (int(v) for v in window)
+            out = np.empty(shape, np.uint8)
+            return jpeg_blocks.decode_resized_into(
+                data, out, lambda h, w: (top, left, height, width)
+            )
+
+        resized = tf.numpy_function(run, [image, window], tf.uint8, stateful=False)
+    return tf.ensure_shape(resized, shape)
+
+
+def resize_uint8(
+    image: tf.Tensor, target: tuple[int, int] | None, stored=(None, None)
+) -> tf.Tensor:
+    """Antialiased bilinear resize to `target` in graph ops (the nearest TensorFlow has
+    to the filter of `jpeg_blocks`), skipped when the stored size already matches."""
+    if target is None:
+        return image
+    if tuple(stored) == tuple(target):
+        return tf.ensure_shape(image, (*target, 3))
+
+    def resized():
+        scaled = tf.image.resize(image, target, antialias=True)
+        return tf.cast(tf.round(tf.clip_by_value(scaled, 0, 255)), tf.uint8)
+
+    same = tf.reduce_all(tf.equal(tf.shape(image)[:2], target))
+    image = tf.cond(same, lambda: image, resized)
+    return tf.ensure_shape(image, (*target, 3))

@@ -1,0 +1,147 @@
+"""One split read with one set of options: what every plan builds its pipeline from.
+
+`Reading.start` checks the split and the service and takes this input pipeline's
+share of the shard files; the options are kept as the typed parts the plans need.
+The parts only some plans use (the records, the block parser, the arena's rows) are
+made on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from fast_tfds.cache import placement
+from fast_tfds.read import arena_dataset, records, service
+from fast_tfds.read.decoding import BlockImages, block_images, make_decoder
+from fast_tfds.read.options import Batching, CacheChoice, CacheKind, Order, ReadOptions
+from fast_tfds.read.output import make_output_fn
+from fast_tfds.read.parsing import BatchParser, make_batch_parser
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """A split, this input pipeline's file instructions, and what to make of them."""
+
+    builder: tfds.core.DatasetBuilder
+    split: str
+    instructions: list  # This input pipeline's file instructions.
+    order: Order
+    batching: Batching  # The batch size per replica under an input_context.
+    cache: CacheChoice
+    image_size: int | tuple[int, int] | None
+    transform: Callable[[dict], dict] | None
+    keys: set[str] | None  # The features to parse; None for all of them.
+    output_fn: Callable  # fn(batch dict) -> the output (dtype, (image, label) or dict)
+    epochs: int | None  # Epochs per iteration; None for forever.
+    service_address: str | None
+    service_sharding: str
+
+    @classmethod
+    def start(cls, builder, split: str, opts: ReadOptions) -> Reading:
+        """Checks the split and the service, and takes this input pipeline's share."""
+        instructions = records.file_instructions(builder, split)
+        service_address = None
+        if opts.service is not None:
+            service_address = service.check_reachable(opts.service)
+        context = opts.input_context
+        if context is not None:
+            instructions = records.shard_for_pipeline(instructions, context)
+            if opts.batch_size is not None:
+                opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
+        supervised_keys = builder.info.supervised_keys
+        keys = None  # The (image, label) output and what `transform` needs, else all.
+        if opts.as_supervised:
+            keys = {*(supervised_keys or ("image", "label")), *opts.transform_keys}
+        return cls(
+            builder=builder,
+            split=split,
+            instructions=instructions,
+            order=opts.order,
+            batching=opts.batching,
+            cache=opts.cache_choice,
+            image_size=opts.image_size,
+            transform=opts.transform,
+            keys=keys,
+            output_fn=make_output_fn(opts.dtype, opts.as_supervised, supervised_keys),
+            epochs=opts.epochs,
+            service_address=service_address,
+            service_sharding=opts.service_sharding,
+        )
+
+    @property
+    def features(self) -> tfds.features.FeaturesDict:
+        return self.builder.info.features
+
+    @functools.cached_property
+    def num_examples(self) -> int:
+        return records.num_examples(self.instructions)
+
+    @functools.cached_property
+    def serialized(self) -> tf.data.Dataset:
+        """The serialized records, shard files read in parallel (in a new order every
+        epoch when shuffling)."""
+        return records.read_records(
+            self.instructions,
+            shuffle=self.order.shuffle,
+            seed=self.order.seed,
+            deterministic=self.order.deterministic,
+        )
+
+    @functools.cached_property
+    def encoded(self) -> dict[str, BlockImages] | None:
+        """{'image': how its JPEGs decode} when they are decoded here in blocks to a
+        fixed output size, else None: the size varies, a transform works on each
+        example, a tf.data service decodes them, or a file cache keeps the examples."""
+        if self.cache.kind is CacheKind.FILES or self.service_address is not None:
+            return None
+        images = block_images(self.features, self.image_size, self.transform)
+        return None if images is None else {"image": images}
+
+    @functools.cached_property
+    def parse_batch(self) -> BatchParser | None:
+        """Parses a block of records in one op, when the JPEGs are decoded in blocks
+        and every feature is one fixed-size value per example; else None."""
+        if self.encoded is None:
+            return None
+        return make_batch_parser(self.features, self.keys)
+
+    @property
+    def block_spec(self) -> dict[str, tf.TensorSpec]:
+        """One example of a parsed block, its JPEGs decoded."""
+        return arena_dataset.arena_specs(self.serialized, self.parse_batch, self.encoded)
+
+    def arena_allocator(self, specs: dict[str, tf.TensorSpec]):
+        """Where the arena of examples of `specs` gets its rows: memory, or disk when
+        they do not fit the budget (one log line says so; no room at all: an error)."""
+        need = self.num_examples * arena_dataset.row_bytes(specs)
+        return placement.allocator(
+            need,
+            what=f"{self.builder.info.full_name} {self.split}",
+            cache_budget=self.cache.budget,
+            cache_dir=self.cache.folder,
+        )
+
+    @functools.cached_property
+    def examples(self) -> tf.data.Dataset:
+        """The records parsed and decoded one example at a time, on the tf.data
+        service's workers when one is given (everything after runs here)."""
+        decode = make_decoder(
+            self.features,
+            self.image_size,
+            self.transform,
+            self.keys,
+            graph_ops_only=self.service_address is not None,
+        )
+        ds = self.serialized.map(
+            decode, num_parallel_calls=AUTOTUNE, deterministic=self.order.deterministic
+        )
+        if self.service_address is not None:
+            ds = service.distribute(ds, self.service_address, self.service_sharding)
+        return ds
