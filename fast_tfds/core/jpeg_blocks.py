@@ -50,14 +50,18 @@ def decode_jpeg_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndar
 def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = None) -> np.ndarray:
     """Decodes one JPEG into `out` ([H, W, 3] uint8), resized to exactly H x W.
 
-    libjpeg-turbo decodes at a scale of n/8 in the DCT domain: asking for the smallest
-    scale whose result still covers the output skips most of the work of a full
-    decode. The rest (less than a 2x shrink) is a bilinear resize (OpenCV's INTER_LINEAR;
-    its area filter past 2x), close to `tf.image.resize(..., antialias=True)`; docs/reading.md
-    gives the measured difference. An image already at the output size is decoded
-    straight into `out`, with exactly TensorFlow's pixels. `window`, if given, picks
-    the part of the image to keep (a crop to a box) before the resize. A JPEG that
-    libjpeg-turbo rejects is decoded by Pillow, so it still arrives in its place.
+    libjpeg-turbo decodes at a scale of n/8 in the DCT domain, which skips work and
+    averages 8/n pixels into one (the antialiasing a shrink needs). Only the scales it
+    runs with SIMD code (1/8, 2/8, 4/8 and 8/8; see `dct_eighths`) are used: the
+    smallest of them whose result still covers the output, or the part of it that
+    `window` keeps. The rest (less than a 2x shrink on one side at least) is a bilinear
+    resize (OpenCV's INTER_LINEAR) after a small Gaussian blur where a side shrinks past
+    1.5x (OpenCV's area filter where both shrink past 2x), close to
+    `tf.image.resize(..., antialias=True)`; docs/reading.md gives the measured difference.
+    An image already at the output size is decoded straight into `out`, with exactly
+    TensorFlow's pixels. `window`, if given, picks the part of the image to keep (a crop
+    to a box) before the resize. A JPEG that libjpeg-turbo rejects is decoded by Pillow,
+    so it still arrives in its place.
     """
     out_height, out_width = out.shape[:2]
     try:
@@ -66,13 +70,15 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
             simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
             return out
         top, left, crop_height, crop_width = (window or _whole)(height, width)
-        scale = min(1.0, max(out_height / crop_height, out_width / crop_width))
+        eighths = dct_eighths((crop_height, crop_width), (out_height, out_width))
+        # simplejpeg takes the smallest scale whose result is at least this large:
+        # exactly eighths/8 (for a side of 8 pixels or more, (eighths - 1)/8 gives fewer).
         image = simplejpeg.decode_jpeg(
             data,
             colorspace="RGB",
             fastdct=True,
-            min_height=math.ceil(height * scale),
-            min_width=math.ceil(width * scale),
+            min_height=math.ceil(height * eighths / 8),
+            min_width=math.ceil(width * eighths / 8),
         )
     except ValueError:  # simplejpeg's error for data it cannot decode.
         image = _decode_with_pillow(data)
@@ -108,9 +114,27 @@ def decode_resized_block(jpegs: Sequence[bytes], shape: tuple[int, int, int]) ->
 
 def resize_into(image: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Resizes a decoded [h, w, 3] uint8 image into `out` with the filter of
-    `decode_resized_into` (bilinear, or the area filter for shrinks past 2x)."""
+    `decode_resized_into` (bilinear, blurred first past 1.5x; the area filter past 2x)."""
     _resize_into(image, out)
     return out
+
+
+# The DCT scales (in eighths) for which libjpeg-turbo has SIMD inverse DCTs. The others
+# run plain C: 5/8, 6/8 and 7/8 decode slower than the full image, and 3/8 slower than
+# 4/8, so the next of these scales up (plus a resize) beats them (docs/design.md).
+DCT_EIGHTHS = (1, 2, 4, 8)
+
+
+def dct_eighths(part: tuple[int, int], out: tuple[int, int]) -> int:
+    """The DCT scale, n of n/8, at which to decode a JPEG of which `part` ((height,
+    width), the whole image or a crop window) is resized to `out`: the smallest of
+    `DCT_EIGHTHS` at which the part still covers the output, else 8 (a full decode,
+    and an enlargement)."""
+    (height, width), (out_height, out_width) = part, out
+    for n in DCT_EIGHTHS:
+        if height * n >= 8 * out_height and width * n >= 8 * out_width:
+            return n
+    return 8
 
 
 def _whole(height: int, width: int) -> tuple[int, int, int, int]:
@@ -132,18 +156,30 @@ def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
     if image.shape[:2] == (height, width):
         out[...] = image
         return
-    # After the DCT-scaled decode, which already averaged 8/n pixels into one, at most
-    # a 2x shrink is left (n/(n-1) < 2 for scales n/8 > 1/8): bilinear there stays
-    # within a few levels of an antialiased resize of the full image, at a fraction of
-    # the cost of OpenCV's area filter for fractional ratios. Larger shrinks (past
-    # the 1/8 scale) take the area filter, so they do not alias.
-    far = image.shape[0] > 2 * height or image.shape[1] > 2 * width
-    cv2.resize(
-        np.ascontiguousarray(image),
-        (width, height),
-        dst=out,
-        interpolation=cv2.INTER_AREA if far else cv2.INTER_LINEAR,
-    )
+    # After the DCT-scaled decode, which already averaged 8/n pixels into one, less than a
+    # 2x shrink is left on the shorter side (the next smaller scale, half this one, did not
+    # cover the output). Bilinear alone there folds the detail between the output's
+    # Nyquist frequency and the decoded image's back into the picture; a small Gaussian
+    # blur first, sized per axis for what that axis shrinks (the longer side of a picture
+    # whose aspect differs from the output's shrinks more), removes most of it, for a
+    # fraction of the cost of OpenCV's area filter at fractional ratios. Past 2x on both
+    # sides (only past the 1/8 scale) the area filter does it; its cost there is small
+    # beside the decode of so large a picture.
+    shrink_y, shrink_x = image.shape[0] / height, image.shape[1] / width
+    image = np.ascontiguousarray(image)
+    if shrink_y > 2 and shrink_x > 2:
+        cv2.resize(image, (width, height), dst=out, interpolation=cv2.INTER_AREA)
+        return
+    taps_y, taps_x = _blur_taps(shrink_y), _blur_taps(shrink_x)
+    if taps_y > 1 or taps_x > 1:
+        image = cv2.GaussianBlur(image, (taps_x, taps_y), 0)
+    cv2.resize(image, (width, height), dst=out, interpolation=cv2.INTER_LINEAR)
+
+
+def _blur_taps(shrink: float) -> int:
+    """Taps of the Gaussian blur before a bilinear shrink: none up to 1.5x, where bilinear
+    alone stays close to an antialiased resize, then 3, 5, 7, ... for each further 1x."""
+    return 1 if shrink <= 1.5 else 2 * math.ceil(shrink - 0.5) - 1
 
 
 def _decode_with_pillow(data: bytes) -> np.ndarray:

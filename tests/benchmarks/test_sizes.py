@@ -2,6 +2,8 @@
 image of the split in every epoch, warm-up included; the disk cache rows find their
 cache on disk. No timing assertions: speed is what the benchmark prints."""
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -12,23 +14,31 @@ from benchmarks import sizes
 
 
 @pytest.fixture(scope="module")
-def sizes_run(cats_data_dir, tmp_path_factory):
+def sizes_run_and_table(cats_data_dir, tmp_path_factory):
     """(result, printed output) of two rounds of every row."""
     tmp = tmp_path_factory.mktemp("sizes")
     data_dir = tmp / "data"
     shutil.copytree(cats_data_dir, data_dir)  # The loader rows add ArrayRecord files.
     out = tmp / "sizes.json"
     argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "2", "--out", str(out)]
-    bench.main([*argv, "--cache-dir", str(tmp)])
-    return json.loads(out.read_text())
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench.main([*argv, "--cache-dir", str(tmp)])
+    return json.loads(out.read_text()), printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def sizes_run(sizes_run_and_table):
+    return sizes_run_and_table[0]
 
 
 def test_every_row_counts_every_image_of_every_epoch(sizes_run, cats_builder):
     result = sizes_run
     expected = cats_builder.info.splits["train"].num_examples
     rows = result["epochs"]
-    per_size = ("TF decode+resize", "ours, no cache", "ours, cache fill", "ours, cache served")
-    names = {f"original->{s} {row}" for s in sizes.SIZES for row in (*per_size, "loader")}
+    per_size = ("TF decode+plain resize", "TF decode+antialiased", "ours, no cache")
+    per_size += ("ours, cache fill", "ours, cache served", "loader")
+    names = {f"original->{s} {row}" for s in sizes.SIZES for row in per_size}
     names |= {"224 TF decode", "224 ours, no cache", "224 ours, cache fill"}
     names |= {"224 ours, cache served", "original->224 ours, disk cache fill"}
     names |= {"original->224 ours, disk cache served"}
@@ -52,9 +62,11 @@ def test_the_disk_rows_had_their_cache_on_disk(sizes_run):
 def test_ratios_are_taken_against_the_reference_rows(sizes_run):
     summary = sizes_run["summary"]
     for size in sizes.SIZES:
-        tf_row = f"original->{size} TF decode+resize"
-        assert summary[f"original->{size} ours, no cache"]["vs"] == tf_row
-        assert summary[f"original->{size} loader"]["vs"] == tf_row
+        plain = f"original->{size} TF decode+plain resize"
+        antialiased = f"original->{size} TF decode+antialiased"
+        for row in ("ours, no cache", "loader"):
+            assert summary[f"original->{size} {row}"]["vs"] == plain
+            assert list(summary[f"original->{size} {row}"]["ratios"]) == [plain, antialiased]
         assert summary[f"original->{size} ours, cache fill"]["vs"] == (
             f"original->{size} ours, no cache"
         )
@@ -64,12 +76,21 @@ def test_ratios_are_taken_against_the_reference_rows(sizes_run):
     epochs = sizes_run["epochs"]
     for name, s in summary.items():
         assert s["min"] <= s["median"] <= s["max"], name
-        if "ratio" in s:  # The median of two rounds' ratios: their mean.
+        for reference, ratio in s.get("ratios", {}).items():
+            # The median of two rounds' ratios: their mean.
             per_round = [
                 (e["images"] / e["seconds"]) / (r["images"] / r["seconds"])
-                for e, r in zip(epochs[name], epochs[s["vs"]], strict=True)
+                for e, r in zip(epochs[name], epochs[reference], strict=True)
             ]
-            assert s["ratio"]["median"] == pytest.approx(sum(per_round) / 2), name
+            assert ratio["median"] == pytest.approx(sum(per_round) / 2), (name, reference)
+
+
+def test_the_printed_table_names_each_ratios_reference(sizes_run_and_table):
+    lines = [line for line in sizes_run_and_table[1].splitlines() if "x [" in line]
+    plain = [line for line in lines if line.endswith(" TF decode+plain resize")]
+    antialiased = [line for line in lines if line.endswith(" TF decode+antialiased")]
+    # Ours without a cache and the loader, at each size, against each reference.
+    assert len(plain) == len(antialiased) == 2 * len(sizes.SIZES)
 
 
 def test_bad_rounds_fail_with_one_line(capsys):
