@@ -57,7 +57,7 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
     `window` keeps. The rest (less than a 2x shrink on one side at least) is a bilinear
     resize (OpenCV's INTER_LINEAR) after a small Gaussian blur where a side shrinks past
     1.5x (OpenCV's area filter where both shrink past 2x), close to
-    `tf.image.resize(..., antialias=True)`; docs/reading.md gives the measured difference.
+    `tf.image.resize(..., antialias=True)`; docs/reading.md compares the two.
     An image already at the output size is decoded straight into `out`, with exactly
     TensorFlow's pixels. `window`, if given, picks the part of the image to keep (a crop
     to a box) before the resize. A JPEG that libjpeg-turbo rejects is decoded by Pillow,
