@@ -70,8 +70,9 @@ setup(
     },
     install_requires=[
         # Ranges, tested at both ends: CI runs the whole suite on constraints/lock.txt
-        # and the smoke checks on constraints/lowest.txt. GPU machines add
-        # "tensorflow[and-cuda]" in the same range (see README).
+        # and the smoke checks on constraints/lowest.txt, and once more with plain pip over the
+        # lowest TensorFlow and TFDS, as a user installs (scripts/check_install.sh). GPU
+        # machines add "tensorflow[and-cuda]" in the same range (see README).
         "tensorflow>=2.18,<3",
         "tensorflow-datasets>=4.9.8,<5",
         # TFDS needs tensorflow-metadata and names no version. From 1.18 on, its generated
