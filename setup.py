@@ -71,10 +71,18 @@ setup(
     },
     install_requires=[
         # Ranges, tested at both ends: CI runs the whole suite on constraints/lock.txt
-        # and the smoke checks on constraints/lowest.txt. GPU machines add
-        # "tensorflow[and-cuda]" in the same range (see README).
+        # and the smoke checks on constraints/lowest.txt, and once more with plain pip over the
+        # lowest TensorFlow and TFDS, as a user installs (scripts/check_install.sh). GPU
+        # machines add "tensorflow[and-cuda]" in the same range (see README).
         "tensorflow>=2.18,<3",
         "tensorflow-datasets>=4.9.8,<5",
+        # TFDS needs tensorflow-metadata and names no version. From 1.18 on, its generated
+        # protobuf code refuses a protobuf runtime below 6, and TensorFlow below 2.20 holds
+        # protobuf below 6: over TensorFlow 2.18 or 2.19, pip would pick the newest and
+        # `import tensorflow_datasets` would fail with a protobuf VersionError. 1.17.2 and
+        # 1.17.3 are built for protobuf 4.25 without that check and accept protobuf 5 and 6,
+        # so one bound serves every TensorFlow in the range (see docs/troubleshooting.md).
+        "tensorflow-metadata>=1.17.2,<1.18",
         "numpy>=1.26",
         "pillow>=10.0",
         # Blocks of same-size JPEGs decode straight into the reader's rows

@@ -5,7 +5,12 @@
 #     (constraints/lock.txt) and runs scripts/smoke.py from a temporary folder, so the
 #     source tree cannot shadow the install;
 #  3. does the same at the lowest supported versions (constraints/lowest.txt), and runs
-#     the smoke tests (pytest -m smoke: build, read, loader) there too.
+#     the smoke tests (pytest -m smoke: build, read, loader) there too;
+#  4. installs as a user does, with no constraints file: TensorFlow and TFDS at their
+#     lowest supported versions first, then the wheel, each with plain pip, and runs
+#     scripts/smoke.py there. Only setup.py's declared requirements hold pip in place, so
+#     a pairing that breaks over an older TensorFlow (a protobuf VersionError at
+#     `import tensorflow_datasets`, docs/troubleshooting.md) fails here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -51,3 +56,23 @@ mapfile -t smoke_modules < <(sed -n '/^SMOKE_MODULES = (/,/^)/p' tests/conftest.
 (cd "$tests_copy" &&
   TF_ENABLE_ONEDNN_OPTS=0 TF_CPP_MIN_LOG_LEVEL=2 "$work/lowest/bin/python" -m pytest -q \
     -p no:cacheprovider -m smoke -n 2 "${smoke_modules[@]}")
+
+# What the lowest-versions step pins, read from constraints/lowest.txt.
+lowest() { sed -n "s/^$1==//p" constraints/lowest.txt; }
+tf=$(lowest tensorflow)
+tfds=$(lowest tensorflow-datasets)
+echo "== as a user installs: tensorflow==$tf tensorflow-datasets==$tfds, then the wheel; no -c"
+user=$work/user
+"$PYTHON" -m venv "$user"
+if ! { "$user/bin/python" -m pip install -q --upgrade pip &&
+       "$user/bin/python" -m pip install -q "tensorflow==$tf" "tensorflow-datasets==$tfds" &&
+       "$user/bin/python" -m pip list 2>/dev/null |
+         grep -iE "^(tensorflow-metadata|protobuf) " | sed "s/^/   before the wheel: /" &&
+       "$user/bin/python" -m pip install -q "$wheel[loader]"; } >"$user/install.log" 2>&1; then
+  cat "$user/install.log" >&2
+  exit 1
+fi
+grep "before the wheel" "$user/install.log"
+"$user/bin/python" -m pip list 2>/dev/null |
+  grep -iE "^(tensorflow|tensorflow-datasets|tensorflow-metadata|protobuf|grain) "
+smoke "$user"
