@@ -22,7 +22,7 @@ import stanford_dogs_tfrecord
 from fast_tfds.build import MIN_SHARDS_PER_SPLIT, archives, parallel
 from fast_tfds.samples import stanford_dogs as dogs_sample
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
-from tests.helpers import TFDS_CLI, run_ok
+from tests.helpers import TFDS_CLI, not_collected, run_ok
 
 DUMMY_DATA_ARGS = {"images_per_breed": 3, "image_size": (48, 40)}
 DUMMY_DATA = Path(Builder.code_path.parent / "dummy_data")
@@ -30,6 +30,7 @@ TFDS_STANFORD_DOGS_FIRST_LABELS = ["n02085620-chihuahua", "n02085782-japanese_sp
 
 
 class StanfordDogsTfrecordTest(tfds.testing.DatasetBuilderTestCase):
+    test_session = not_collected(tfds.testing.DatasetBuilderTestCase.test_session)
     DATASET_CLASS = Builder
     # 3 breeds x (2 train + 1 test), plus the PNG and the greyscale JPEG in
     # train and the CMYK JPEG in test; the truncated JPEG, the image without an
