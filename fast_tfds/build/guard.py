@@ -51,11 +51,13 @@ def build_lock(dataset_dir: epath.Path, what: str) -> Iterator[bool]:
         yield False
         return
     dataset_dir = epath.Path(dataset_dir)
-    dataset_dir.mkdir(parents=True, exist_ok=True)
+    made_dir = not dataset_dir.exists()
     path = os.fspath(dataset_dir / LOCK_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        waited = False
+    waited = False
+    while True:
+        dataset_dir.mkdir(parents=True, exist_ok=True)
+        made_file = not os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -70,11 +72,51 @@ def build_lock(dataset_dir: epath.Path, what: str) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_EX)
             waited = True
             logging.info("%s: the other build ended after %.1f s.", what, time.monotonic() - start)
+        if _is_current(fd, path):
+            break
+        # A failed build removed the file it made while we waited: lock the new one.
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "build": what}).encode(), 0)
         yield waited
+    except BaseException:
+        # A failed (or interrupted) build leaves nothing it made: the lock file and the
+        # dataset folder go, while the lock is held (a waiting build then locks afresh).
+        if made_file:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if made_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(dataset_dir)  # Only if empty: what others wrote stays.
+        raise
     finally:
         os.close(fd)  # Releases the lock.
+
+
+def _is_current(fd: int, path: str) -> bool:
+    """Whether `fd` is still the file at `path` (a failed build may have removed it)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def removed_on_failure(*paths: epath.Path) -> Iterator[None]:
+    """If the body fails (an error, Ctrl-C), removes those of `paths` that it made: files,
+    and folders only if empty. Parents come first in `paths`; local paths only."""
+    made = [os.fspath(p) for p in paths if "://" not in os.fspath(p) and not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    os.rmdir(path)
+                elif os.path.lexists(path):
+                    os.unlink(path)
+        raise
 
 
 def _read_holder(fd: int) -> str:
