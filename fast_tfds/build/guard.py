@@ -51,27 +51,23 @@ def build_lock(dataset_dir: epath.Path, what: str) -> Iterator[bool]:
         yield False
         return
     dataset_dir = epath.Path(dataset_dir)
-    made_dir = not dataset_dir.exists()
     path = os.fspath(dataset_dir / LOCK_NAME)
-    waited = False
+    made_dir = waited = False
     while True:
+        made_dir = made_dir or not dataset_dir.exists()
         dataset_dir.mkdir(parents=True, exist_ok=True)
-        made_file = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _read_holder(fd)
-            logging.warning(
-                "%s: another build in %s is running (%s); waiting for it to finish.",
-                what,
-                dataset_dir,
-                holder,
-            )
-            start = time.monotonic()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            waited = True
-            logging.info("%s: the other build ended after %.1f s.", what, time.monotonic() - start)
+            fd, made_file = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, made_file = os.open(path, os.O_RDWR), False
+            except FileNotFoundError:
+                continue  # A failed build removed it just now: make it.
+        try:
+            waited = _lock(fd, what, dataset_dir) or waited
+        except BaseException:
+            os.close(fd)
+            raise
         if _is_current(fd, path):
             break
         # A failed build removed the file it made while we waited: lock the new one.
@@ -92,6 +88,25 @@ def build_lock(dataset_dir: epath.Path, what: str) -> Iterator[bool]:
         raise
     finally:
         os.close(fd)  # Releases the lock.
+
+
+def _lock(fd: int, what: str, dataset_dir: epath.Path) -> bool:
+    """Locks `fd`, waiting for another build if one holds it; returns whether it waited."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        holder = _read_holder(fd)
+    logging.warning(
+        "%s: another build in %s is running (%s); waiting for it to finish.",
+        what,
+        dataset_dir,
+        holder,
+    )
+    start = time.monotonic()
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    logging.info("%s: the other build ended after %.1f s.", what, time.monotonic() - start)
+    return True
 
 
 def _is_current(fd: int, path: str) -> bool:
