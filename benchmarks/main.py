@@ -7,6 +7,7 @@ same data, in one process. Run it from the root of a clone of the repository:
   python -m benchmarks sizes [--help]           output sizes 160/224/384, the disk cache
   python -m benchmarks --compare A.json B.json  the ratio of two runs, row by row
   python -m benchmarks --list                   the pipelines (names for --only)
+  python -m benchmarks --quick                  a smoke run: a small sample, one round
 
 By default it generates a look-alike sample (~15,000 images), builds it once
 with TFDS into --workdir and reuses it; --data-dir points it at any data dir
@@ -23,6 +24,10 @@ from pathlib import Path
 
 from benchmarks import report as bench_report
 from benchmarks.data import DATASETS, DEFAULT_IMAGES_PER_CLASS, DEFAULT_WORKDIR, load_builders
+
+DEFAULT_ROUNDS = 3
+# --quick: a sample of some 600 images (Cats vs Dogs), written, built and streamed in minutes.
+QUICK_IMAGES_PER_CLASS = {"cats_vs_dogs_fast": 300, "stanford_dogs_tfrecord": 5}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -47,7 +52,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " 60%% of them in train)",
     )
     p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="samples and results")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument(
+        "--rounds", type=int, help=f"interleaved rounds (default {DEFAULT_ROUNDS}; 1 with --quick)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run, to try the benchmark or a change: a small generated sample "
+        f"({QUICK_IMAGES_PER_CLASS['cats_vs_dogs_fast']} photos per class; "
+        f"{QUICK_IMAGES_PER_CLASS['stanford_dogs_tfrecord']} per breed) and one round, "
+        "unless --images-per-class or --rounds say otherwise; its figures are noisier",
+    )
     p.add_argument("--only", help="comma-separated pipeline names or patterns, e.g. 'fast_224_*'")
     p.add_argument("--list", action="store_true", help="list the pipelines and exit")
     p.add_argument("--json", help="where to write the results (default: in --workdir/results)")
@@ -71,8 +86,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "as_fast_dataset(uint8, cache=False) and ImageFolder + DataLoader (needs .[bench])",
     )
     args = p.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else DEFAULT_ROUNDS
     _check(p, args)
     return args
+
+
+def sample_size(args: argparse.Namespace) -> int:
+    """Photos per class (per breed) of the generated sample these arguments ask for."""
+    if args.images_per_class is not None:
+        return args.images_per_class
+    sizes = QUICK_IMAGES_PER_CLASS if args.quick else DEFAULT_IMAGES_PER_CLASS
+    return sizes[args.dataset]
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -122,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_train.ROWS if args.train else bench_stream.all_pipelines(), args.only
     )
     importlib.import_module(args.dataset)  # registers the dataset with TFDS
-    images_per_class = args.images_per_class or DEFAULT_IMAGES_PER_CLASS[args.dataset]
+    images_per_class = sample_size(args)
     if args.data_dir:
         data_dir = Path(args.data_dir)
     else:

@@ -11,7 +11,7 @@ GROUP_TITLES = {
     "ceiling": "Ceilings: the same JPEG bytes decoded from memory on all cores",
     "reference": "Reference for cached epochs: decoded uint8 images already in memory",
     "baseline": "What users write today",
-    "ours": "as_fast_dataset (uint8 output: rescale on the accelerator)",
+    "ours": "as_fast_dataset (float32 by default; uint8 to rescale on the accelerator)",
     "train": "Training steps",
 }
 

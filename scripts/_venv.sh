@@ -7,10 +7,14 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 if [ ! -x .venv/bin/python ]; then
   echo "Creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
+  why="first run: a few minutes"
+else
+  # .venv is there: it lacks these extras, or setup.py or lock.txt changed since.
+  why="updating it: extras [${EXTRAS:-none}], or setup.py or constraints/lock.txt changed"
 fi
 stamp=.venv/.installed-$(cat setup.py constraints/lock.txt | sha1sum | cut -c1-12)-${EXTRAS:-none}
 if [ ! -f "$stamp" ]; then
-  echo "Installing the package and its locked dependencies into .venv (first run: a few minutes)"
+  echo "Installing the package and its locked dependencies into .venv ($why)"
   if ! { .venv/bin/python -m pip install -q --upgrade pip &&
          .venv/bin/python -m pip install -q -c constraints/lock.txt \
            -e ".${EXTRAS:+[$EXTRAS]}"; } >.venv/install.log 2>&1; then

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -13,7 +12,7 @@ import tensorflow_datasets as tfds
 from fast_tfds.building import FastImageBuilder, image_configs
 from fast_tfds.building.archives import TarMemberReader, tar_members
 from fast_tfds.building.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
-from stanford_dogs_tfrecord import checks
+from stanford_dogs_tfrecord import breeds, checks
 from stanford_dogs_tfrecord.source_parsing import (
     SPLITS,
     Annotation,
@@ -27,10 +26,10 @@ _ANNOTATION_URL = _BASE_URL + "annotation.tar"
 _LISTS_URL = _BASE_URL + "lists.tar"
 _HOMEPAGE = _BASE_URL + "main.html"
 
-# The 120 class names, lowercased breed folders in sorted order: the same names,
-# in the same order, as TFDS's own stanford_dogs. Shipped, never derived from
-# the lists at build time (TFDS derives them from train_list.mat).
-_LABELS_FILE = importlib.resources.files(__package__) / "label_names.txt"
+# The 120 class names (breeds.LABEL_NAMES_FILE), lowercased breed folders in sorted
+# order: the same names, in the same order, as TFDS's own stanford_dogs. Shipped,
+# never derived from the lists at build time (TFDS derives them from train_list.mat).
+_LABELS_FILE = breeds.LABEL_NAMES_FILE
 
 # 'Images/n02085620-Chihuahua/n02085620_10074.jpg' -> breed folder, file name.
 _IMAGE_NAME = re.compile(r"^Images/([^/]+)/([^/]+\.jpg)$")

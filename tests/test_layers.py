@@ -4,6 +4,7 @@
         ─> fast_tfds.building ─> fast_tfds.read ─> fast_tfds.cache, fast_tfds.core
         ─> fast_tfds.loader ──────────────────> fast_tfds.cache, fast_tfds.core
     tooling (fast_tfds.cli, fast_tfds.samples) ─> any of the above
+    (samples imports only the datasets' plain data modules, e.g. Stanford's breed folders)
     (the benchmark, benchmarks/ at the repository root, is not installed and not a layer)
 
 `core` (TensorFlow-free: builder lookup, options, output sizes, the JPEG block
@@ -60,20 +61,23 @@ MAY_IMPORT = {
     "core": {"core"},
     "cache": {"cache"},
     "quiet": {"quiet"},
-    "read": {"read", "core", "cache"},
-    "loader": {"loader", "core", "cache"},
-    "building": {"building", "read", "core"},
-    "datasets": {"building", "read", "loader", "core"},
+    "read": {"read", "augment", "core", "cache"},
+    "loader": {"loader", "augment", "core", "cache"},
+    "augment": {"augment", "core", "cache"},  # TensorFlow-free, shared by both back ends
+    "building": {"building", "read", "augment", "core"},
+    "datasets": {"building", "read", "loader", "augment", "core"},
     # fast_tfds/__init__: the public API re-exported
-    "api": {"building", "read", "loader", "core", "cache"},
-    "samples": {"samples"},  # a leaf of the tooling: the demo and the benchmark both use it
-    "cli": {"cli", "building", "read", "core", "cache", "quiet", "samples", "datasets"},
+    "api": {"building", "read", "loader", "augment", "core", "cache"},
+    # The demo and the benchmark both use samples; it needs the datasets' own data (the
+    # breed folders of Stanford's images.tar) and nothing else of ours.
+    "samples": {"samples", "datasets"},
+    "cli": {"cli", "building", "read", "augment", "core", "cache", "quiet", "samples", "datasets"},
 }
 # The only modules of the TensorFlow-free shared layers that may import TensorFlow.
 TENSORFLOW_IN_SHARED_LAYERS = ("fast_tfds.cache.tf_",)
 # `loader` is not here: it needs its extra ([loader]), and without it fails at
 # import with a message that names the extra (tests/loader checks that).
-LIBRARY = ("api", "core", "cache", "read", "building", "datasets")
+LIBRARY = ("api", "core", "cache", "augment", "read", "building", "datasets")
 TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.samples", "fast_tfds.quiet")
 
 
@@ -197,7 +201,7 @@ def test_the_shared_layers_import_no_tensorflow():
     # the file cache's tf_* modules.
     wrong = []
     for module, path in sorted(MODULES.items()):
-        if layer(module) not in ("core", "cache", "loader"):
+        if layer(module) not in ("core", "cache", "augment", "loader"):
             continue
         names = imported_names(module, path)
         if not module.startswith(TENSORFLOW_IN_SHARED_LAYERS):
@@ -325,9 +329,12 @@ def test_importing_a_lower_layer_loads_no_higher_one(module, forbidden_packages)
 
 
 def test_importing_the_package_loads_no_tensorflow():
-    # The API is re-exported lazily: `import fast_tfds` (or fast_tfds.samples)
-    # costs no TensorFlow start-up.
-    code = "import sys, fast_tfds, fast_tfds.samples; print('tensorflow' in sys.modules)"
+    # The API is re-exported lazily: `import fast_tfds` (or fast_tfds.samples, or a
+    # dataset, which the Stanford Dogs sample writer imports) costs no TensorFlow start-up.
+    code = (
+        "import sys, fast_tfds, fast_tfds.samples, fast_tfds.samples.stanford_dogs, "
+        "cats_vs_dogs_fast, stanford_dogs_tfrecord; print('tensorflow' in sys.modules)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=REPO
     )

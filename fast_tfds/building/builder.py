@@ -105,10 +105,17 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         """
         # data_dir is <data_dir>/<dataset>/<config>/<version>: both datasets have configs.
         dataset_dir = self.data_path.parent.parent
+        # What a failed build would leave behind (TFDS removes only its incomplete.*
+        # folder); build_lock removes the lock file and the dataset folder. The data
+        # dir and its downloads/ stay: every dataset's build shares them.
+        made_by_tfds = (dataset_dir / ".config", dataset_dir / ".config" / "metadata.json")
         with guard.build_lock(dataset_dir, f"{self.name}/{self.builder_config.name}") as waited:
             if waited and self.data_path.exists():
                 self.info.read_from_directory(self.data_dir)
-            with guard.disk_full_as_error(self.name, dataset_dir.parent):
+            with (
+                guard.removed_on_failure(*made_by_tfds, self.data_path.parent),
+                guard.disk_full_as_error(self.name, dataset_dir.parent),
+            ):
                 return super().download_and_prepare(**kwargs)
 
     def source_path(self, dl_manager: tfds.download.DownloadManager, url: str) -> epath.Path:

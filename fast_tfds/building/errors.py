@@ -7,8 +7,9 @@ absl, the TFDS CLI and our builder, none of it useful to the person reading it.
 
 So the command-line programs install a narrow `sys.excepthook`: an uncaught
 `BuildError` is printed as `ERROR: <message>` (exit status 1, as for any
-uncaught exception); every other exception goes to the hook that was there
-before, unchanged. The traceback is still written to the log at debug level,
+uncaught exception), Ctrl-C as one line that says to run the command again
+(exit status 130, as Python's); every other exception goes to the hook that was
+there before, unchanged. The traceback is still written to the log at debug level,
 and `FAST_TFDS_TRACEBACK=1` prints it as Python would.
 
 The hook belongs to the program, not to the library: importing our packages
@@ -36,12 +37,19 @@ class BuildError(Exception):
     """A build cannot go on; the message (one line) says why and what to do."""
 
 
+# Ctrl-C: TFDS removes its incomplete.* folder and our builder what else it made, so
+# the traceback (through absl, TFDS and the builder) says nothing a user needs.
+INTERRUPTED = "Interrupted: nothing half-built was kept; run the same command again to build."
+
+
 def _excepthook(kind, value, tb, *, previous) -> None:
-    if not isinstance(value, BuildError) or os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+    ours = isinstance(value, (BuildError, KeyboardInterrupt))
+    if not ours or os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
         previous(kind, value, tb)
         return
     logging.debug("".join(traceback.format_exception(kind, value, tb)))
-    sys.stderr.write(f"ERROR: {value}\n")
+    line = INTERRUPTED if isinstance(value, KeyboardInterrupt) else f"ERROR: {value}"
+    sys.stderr.write(line + "\n")
     sys.stderr.flush()
 
 

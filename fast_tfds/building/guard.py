@@ -51,30 +51,87 @@ def build_lock(dataset_dir: epath.Path, what: str) -> Iterator[bool]:
         yield False
         return
     dataset_dir = epath.Path(dataset_dir)
-    dataset_dir.mkdir(parents=True, exist_ok=True)
     path = os.fspath(dataset_dir / LOCK_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        waited = False
+    made_dir = waited = False
+    while True:
+        made_dir = made_dir or not dataset_dir.exists()
+        dataset_dir.mkdir(parents=True, exist_ok=True)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _read_holder(fd)
-            logging.warning(
-                "%s: another build in %s is running (%s); waiting for it to finish.",
-                what,
-                dataset_dir,
-                holder,
-            )
-            start = time.monotonic()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            waited = True
-            logging.info("%s: the other build ended after %.1f s.", what, time.monotonic() - start)
+            fd, made_file = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, made_file = os.open(path, os.O_RDWR), False
+            except FileNotFoundError:
+                continue  # A failed build removed it just now: make it.
+        try:
+            waited = _lock(fd, what, dataset_dir) or waited
+        except BaseException:
+            os.close(fd)
+            raise
+        if _is_current(fd, path):
+            break
+        # A failed build removed the file it made while we waited: lock the new one.
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "build": what}).encode(), 0)
         yield waited
+    except BaseException:
+        # A failed (or interrupted) build leaves nothing it made: the lock file and the
+        # dataset folder go, while the lock is held (a waiting build then locks afresh).
+        if made_file:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if made_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(dataset_dir)  # Only if empty: what others wrote stays.
+        raise
     finally:
         os.close(fd)  # Releases the lock.
+
+
+def _lock(fd: int, what: str, dataset_dir: epath.Path) -> bool:
+    """Locks `fd`, waiting for another build if one holds it; returns whether it waited."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        holder = _read_holder(fd)
+    logging.warning(
+        "%s: another build in %s is running (%s); waiting for it to finish.",
+        what,
+        dataset_dir,
+        holder,
+    )
+    start = time.monotonic()
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    logging.info("%s: the other build ended after %.1f s.", what, time.monotonic() - start)
+    return True
+
+
+def _is_current(fd: int, path: str) -> bool:
+    """Whether `fd` is still the file at `path` (a failed build may have removed it)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def removed_on_failure(*paths: epath.Path) -> Iterator[None]:
+    """If the body fails (an error, Ctrl-C), removes those of `paths` that it made: files,
+    and folders only if empty. Parents come first in `paths`; local paths only."""
+    made = [os.fspath(p) for p in paths if "://" not in os.fspath(p) and not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    os.rmdir(path)
+                elif os.path.lexists(path):
+                    os.unlink(path)
+        raise
 
 
 def _read_holder(fd: int) -> str:

@@ -10,39 +10,18 @@ fast-tfds cache list|clean  the reader's caches on disk: list them, remove old o
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 
 from fast_tfds.cli import cache, demo, service, verify
 from fast_tfds.quiet import quiet_environment
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="fast-tfds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    sized = {}  # The commands that write samples, whose sizes are checked.
-    p = sized["sample"] = commands.add_parser(
-        "sample", help="write look-alike source archives into a folder"
-    )
-    p.add_argument("folder")
-    demo.add_sample_size_options(p)
-    p.set_defaults(run=demo.sample_command)
-
-    p = sized["demo"] = commands.add_parser(
-        "demo", help="offline end to end: write samples, tfds build them, stream them"
-    )
-    p.add_argument("--workdir", default=os.fspath(demo.DEFAULT_WORKDIR))
-    demo.add_sample_size_options(p)
-    p.add_argument("--fresh", action="store_true", help="regenerate the sample and rebuild")
-    p.set_defaults(run=demo.demo)
-
-    service.add_command(commands)  # fast-tfds service dispatcher|worker
-    verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
-    cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's caches on disk
-
+    parser, sized = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        raise SystemExit(2)
     if args.command in sized:
         demo.check_sample_size(sized[args.command], args)
     # This program's own choices, never made on import of the library: TensorFlow
@@ -52,6 +31,44 @@ def main(argv: list[str] | None = None) -> None:
 
     install_excepthook()
     args.run(args)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `fast-tfds` parser, and the parsers of the commands that write samples."""
+    parser = argparse.ArgumentParser(
+        prog="fast-tfds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    # Not required by argparse: a bare `fast-tfds` prints the whole help (the commands
+    # and what each does), not only "the following arguments are required".
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sized = {}  # The commands that write samples, whose sizes are checked.
+    p = sized["sample"] = commands.add_parser(
+        "sample",
+        help="write look-alike source archives into a folder",
+        description="Writes look-alike source archives of both datasets into DIR, for "
+        "`tfds build ... --manual_dir DIR`.",
+    )
+    p.add_argument("folder", metavar="DIR", help="where to write the archives (created if needed)")
+    demo.add_sample_size_options(p)
+    p.set_defaults(run=demo.sample_command)
+
+    p = sized["demo"] = commands.add_parser(
+        "demo",
+        help="offline end to end: write samples, tfds build them, stream them",
+        description="Offline, end to end: writes sample archives, builds them with the "
+        "real `tfds build`, and streams them with as_fast_dataset() next to the TFDS course "
+        "notebook's naive pipeline.",
+    )
+    demo.add_work_dir_option(p)
+    demo.add_sample_size_options(p)
+    p.add_argument("--fresh", action="store_true", help="regenerate the sample and rebuild")
+    p.set_defaults(run=demo.demo)
+
+    service.add_command(commands)  # fast-tfds service dispatcher|worker
+    verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
+    cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's caches on disk
+    return parser, sized
 
 
 if __name__ == "__main__":

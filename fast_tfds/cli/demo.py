@@ -39,10 +39,30 @@ def write_samples(manual_dir: Path, args: argparse.Namespace, *, fresh: bool = F
             print(f"Reusing the {dataset} sample in {manual_dir} (pass --fresh to regenerate).")
             continue
         sample = samples.write(dataset, manual_dir, size, breed_count=args.breeds)
-        expected = sample["expected_examples"]
-        print(f"  {dataset}: images that decode: {expected}")
+        print(f"  {dataset}: {describe_sample(dataset, sample, args)}")
         written.add(dataset)
     return written
+
+
+def describe_sample(dataset: str, sample: dict, args: argparse.Namespace) -> str:
+    """What a written sample holds, in the terms of the size options: the photos asked
+    for, plus the quirk files that every sample has (those that decode are examples)."""
+    if dataset == "cats_vs_dogs_fast":
+        photos = f"2 classes x {args.images_per_class} photos"
+        examples = sample["expected_examples"]
+        split_counts = ""
+        quirks_kept, quirks_skipped = sample["kept_quirks"], sample["skipped_quirks"]
+    else:
+        photos = f"{args.breeds} breeds x {args.dogs_per_breed} photos"
+        by_split = sample["expected_examples"]
+        examples = sum(by_split.values())
+        split_counts = " (" + ", ".join(f"{s} {n}" for s, n in by_split.items()) + ")"
+        quirks_kept = examples - args.breeds * args.dogs_per_breed
+        quirks_skipped = sum(len(members) for members in sample["expected_skips"].values())
+    return (
+        f"{examples} images that decode{split_counts}: {photos} + {quirks_kept} quirk "
+        f"files that decode; {quirks_skipped} quirks that the build skips"
+    )
 
 
 def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: bool) -> None:
@@ -75,7 +95,7 @@ def tfds_build(dataset: str, data_dir: Path, manual_dir: Path, *, overwrite: boo
 
 
 def demo(args: argparse.Namespace) -> None:
-    workdir = Path(args.workdir)
+    workdir = Path(args.work_dir)
     manual_dir, data_dir = workdir / "manual", workdir / "tensorflow_datasets"
     written = write_samples(manual_dir, args, fresh=args.fresh)
     for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
@@ -155,19 +175,44 @@ def sample_command(args: argparse.Namespace) -> None:
     write_samples(Path(args.folder), args, fresh=True)
 
 
+def add_work_dir_option(parser: argparse.ArgumentParser) -> None:
+    """--work-dir (the spelling of `fast-tfds service`); --workdir, its first spelling,
+    still works but is not shown."""
+    parser.add_argument(
+        "--work-dir",
+        default=os.fspath(DEFAULT_WORKDIR),
+        help="where the sample archives (manual/) and the built datasets "
+        "(tensorflow_datasets/) go, reused by the next run; some 360 MB at the default "
+        "sizes (default: %(default)s, in the current folder)",
+    )
+    parser.add_argument("--workdir", dest="work_dir", help=argparse.SUPPRESS)
+
+
 def add_sample_size_options(parser: argparse.ArgumentParser) -> None:
     """--images-per-class, --dogs-per-breed and --breeds: how big the samples are."""
     from fast_tfds.samples import STANFORD_BREEDS
 
-    parser.add_argument("--images-per-class", type=int, default=2000, help="cats and dogs each")
     parser.add_argument(
-        "--dogs-per-breed", type=int, default=10, help="Stanford Dogs photos per breed"
+        "--images-per-class",
+        type=int,
+        default=2000,
+        help="Cats vs Dogs: photos per class, cats and dogs each (default: %(default)s); "
+        "each class also gets one file of every quirk of the real archive, 8 that decode "
+        "and 3 that the build skips",
+    )
+    parser.add_argument(
+        "--dogs-per-breed",
+        type=int,
+        default=10,
+        help="Stanford Dogs: photos per breed (default: %(default)s); the sample also gets "
+        "3 quirk files that decode and 4 quirks that the build skips",
     )
     parser.add_argument(
         "--breeds",
         type=int,
         default=STANFORD_BREEDS,
-        help=f"Stanford Dogs: photos of the first N of the {STANFORD_BREEDS} breeds",
+        help=f"Stanford Dogs: photos of the first N of the {STANFORD_BREEDS} breeds "
+        "(default: %(default)s)",
     )
 
 

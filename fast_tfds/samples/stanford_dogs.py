@@ -9,7 +9,6 @@ trouble the builder must handle; `QUIRKS` says what each is and what becomes of 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import tarfile
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from fast_tfds.samples.photos import encoded, jpeg_bytes, random_photo
+from stanford_dogs_tfrecord.breeds import folder_names
 
 ARCHIVES = ("images.tar", "annotation.tar", "lists.tar")
 # The first class, the one whose real archive holds a PNG named .jpg, and the last.
@@ -46,15 +46,6 @@ QUIRKS = {
     "not_in_images_tar": "skipped: listed but absent from images.tar",
     "unlisted": "skipped: in neither list",
 }
-
-
-def folder_names() -> list[str]:
-    """The 120 breed folders of images.tar, in label order (shipped with the builder)."""
-    spec = importlib.util.find_spec("stanford_dogs_tfrecord")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the stanford_dogs_tfrecord package is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "folder_names.txt"
-    return path.read_text(encoding="utf-8").split()
 
 
 def write_stanford_dogs_archives(

@@ -14,6 +14,7 @@ from PIL import Image
 
 from benchmarks import main as bench
 from benchmarks import memory as bench_memory
+from benchmarks import report
 from benchmarks import stream as bench_stream
 from benchmarks import train as bench_train
 
@@ -149,3 +150,25 @@ def test_train_mode_wait_fractions(cats_data_dir, tmp_path):
             assert 0.0 <= summary["derived_wait_fraction"] <= 1.0, name
         assert summary["step_ms"] > 0 and summary["images_per_s"] > 0, name
     assert (tmp_path / "train.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_quick_is_a_small_sample_and_one_round_unless_told_otherwise():
+    quick = bench.parse_args(["--quick"])
+    assert quick.rounds == 1
+    assert bench.sample_size(quick) == bench.QUICK_IMAGES_PER_CLASS["cats_vs_dogs_fast"]
+    assert bench.sample_size(quick) < bench.DEFAULT_IMAGES_PER_CLASS["cats_vs_dogs_fast"]
+    dogs = bench.parse_args(["--quick", "--dataset", "stanford_dogs_tfrecord"])
+    assert bench.sample_size(dogs) == bench.QUICK_IMAGES_PER_CLASS["stanford_dogs_tfrecord"]
+    told = bench.parse_args(["--quick", "--rounds", "2", "--images-per-class", "50"])
+    assert (told.rounds, bench.sample_size(told)) == (2, 50)
+    full = bench.parse_args([])
+    assert full.rounds == bench.DEFAULT_ROUNDS
+    assert bench.sample_size(full) == bench.DEFAULT_IMAGES_PER_CLASS["cats_vs_dogs_fast"]
+
+
+def test_the_group_titles_name_the_outputs_their_rows_have():
+    # The rows of as_fast_dataset are float32 by default and uint8 on request.
+    outputs = {p.output for p in bench_stream.all_pipelines() if p.group == "ours"}
+    assert outputs == {"float32", "uint8"}
+    title = report.GROUP_TITLES["ours"]
+    assert all(output in title for output in outputs), title

@@ -21,8 +21,9 @@ import tensorflow_datasets as tfds
 import stanford_dogs_tfrecord
 from fast_tfds.building import MIN_SHARDS_PER_SPLIT, archives, parallel
 from fast_tfds.samples import stanford_dogs as dogs_sample
+from stanford_dogs_tfrecord import breeds
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder
-from tests.helpers import TFDS_CLI, run_ok
+from tests.helpers import TFDS_CLI, not_collected, run_ok
 
 DUMMY_DATA_ARGS = {"images_per_breed": 3, "image_size": (48, 40)}
 DUMMY_DATA = Path(Builder.code_path.parent / "dummy_data")
@@ -30,6 +31,7 @@ TFDS_STANFORD_DOGS_FIRST_LABELS = ["n02085620-chihuahua", "n02085782-japanese_sp
 
 
 class StanfordDogsTfrecordTest(tfds.testing.DatasetBuilderTestCase):
+    test_session = not_collected(tfds.testing.DatasetBuilderTestCase.test_session)
     DATASET_CLASS = Builder
     # 3 breeds x (2 train + 1 test), plus the PNG and the greyscale JPEG in
     # train and the CMYK JPEG in test; the truncated JPEG, the image without an
@@ -61,6 +63,14 @@ def test_labels_are_the_shipped_120_names():
     assert len(names) == 120 and names == sorted(names)
     assert names[:2] == TFDS_STANFORD_DOGS_FIRST_LABELS
     assert names[79] == "n02105855-shetland_sheepdog"
+
+
+def test_the_breed_folders_are_the_labels_in_their_archive_case():
+    # The sample writer names images.tar's folders from breeds.folder_names().
+    folders = breeds.folder_names()
+    assert [f.lower() for f in folders] == Builder(config="224").info.features["label"].names
+    assert folders[79] == "n02105855-Shetland_sheepdog"
+    assert dogs_sample.REAL_PNG_KEY.split("/")[0] in folders
     assert stanford_dogs_tfrecord.NAME == "stanford_dogs_tfrecord"
 
 

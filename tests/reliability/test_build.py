@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import os
+import selectors
 import signal
 import subprocess
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
+from fast_tfds.build import errors
 from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
@@ -100,6 +103,92 @@ def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes
     report = verify.verify_paths([data_dir])
     assert not report.problems and report.checked == [os.fspath(config_dir / "1.0.0")]
     assert [note for note in report.notes if "incomplete." in note], report.notes
+
+
+def read_until(process: subprocess.Popen, marker: bytes, timeout: float) -> bytes:
+    """The process's output (stdout) up to `marker`; fails if it ends first, or after
+    `timeout` seconds without it."""
+    deadline = time.monotonic() + timeout
+    seen = b""
+    with selectors.DefaultSelector() as ready:
+        ready.register(process.stdout, selectors.EVENT_READ)
+        while marker not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {marker!r} within {timeout} s: {seen[-2000:]!r}"
+            if ready.select(left):
+                chunk = os.read(process.stdout.fileno(), 65536)
+                assert chunk, f"ended before {marker!r}: {seen[-2000:]!r}"
+                seen += chunk
+    return seen
+
+
+def test_ctrl_c_during_tfds_build_is_one_line_and_leaves_nothing_it_made(tmp_path):
+    manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
+    counts = cats_archive.write_cats_zip(
+        manual_dir / cats_archive.CATS_ZIP_NAME, 100, seed=4, quirks=False, image_size=(320, 240)
+    )
+    build = subprocess.Popen(
+        build_command(manual_dir, data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=ENV,
+    )
+    try:
+        seen = read_until(build, b"Generating train examples", timeout=300)
+        build.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+        rest, _ = build.communicate(timeout=120)
+    finally:
+        if build.poll() is None:
+            build.kill()
+            build.wait(timeout=60)
+    output = (seen + rest).decode(errors="replace")
+    assert b"prepared to" not in seen + rest, "the build finished before it was interrupted"
+    assert build.returncode == -signal.SIGINT, output[-3000:]  # as Python dies of Ctrl-C
+    assert "Traceback" not in output, output[-3000:]
+    assert output.rstrip().endswith(errors.INTERRUPTED), output[-3000:]
+    # TFDS removed its incomplete folder, the builder the rest of what it made.
+    assert not (data_dir / "cats_vs_dogs_fast").exists(), sorted(data_dir.rglob("*"))
+
+    # What the line says: the same command again builds it.
+    done = subprocess.run(
+        build_command(manual_dir, data_dir), capture_output=True, text=True, env=ENV, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
+    assert builder.info.splits["train"].num_examples == counts["expected_examples"]
+
+
+def test_a_failed_build_removes_what_it_made_and_only_that(tmp_path):
+    manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
+    manual_dir.mkdir()
+    (manual_dir / cats_archive.CATS_ZIP_NAME).write_bytes(b"not a zip archive\n")
+    # Someone else's file in the dataset's folder, from before the build.
+    theirs = data_dir / "cats_vs_dogs_fast" / "original" / "notes.txt"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text("kept\n")
+
+    command = [*TFDS_BUILD, "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
+    command += ["--config", "224", "--manual_dir", os.fspath(manual_dir)]
+    command += ["--data_dir", os.fspath(data_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 1, (done.stdout + done.stderr)[-3000:]
+    assert "is not a zip archive" in done.stderr.strip().splitlines()[-1]
+
+    # The 224 folder, TFDS's .config and the build lock were made by the build: gone.
+    left = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*"))
+    assert [p for p in left if p.startswith("cats_vs_dogs_fast")] == [
+        "cats_vs_dogs_fast",
+        "cats_vs_dogs_fast/original",
+        "cats_vs_dogs_fast/original/notes.txt",
+    ], left
+    assert theirs.read_text() == "kept\n"
+
+    # With nothing there before, the dataset's folder goes too.
+    other = tmp_path / "other"
+    command[command.index("--data_dir") + 1] = os.fspath(other)
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 1, (done.stdout + done.stderr)[-3000:]
+    assert not (other / "cats_vs_dogs_fast").exists(), sorted(other.rglob("*"))
 
 
 # -- hostile archive member names -------------------------------------------------

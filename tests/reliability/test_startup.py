@@ -290,7 +290,7 @@ def test_fast_tfds_subcommands_are_quiet(cats_data_dir, tmp_path):
     done = run_fast_tfds("cache", "list", os.fspath(tmp_path), cwd=tmp_path)
     assert_quiet(done.stderr)
 
-    done = run_fast_tfds("demo", "--workdir", "demo", *sizes, cwd=tmp_path)
+    done = run_fast_tfds("demo", "--work-dir", "demo", *sizes, cwd=tmp_path)
     assert "as_fast_dataset() epoch 2" in done.stdout
     assert_quiet(done.stderr)
 
