@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from fast_tfds.build import guard
+from fast_tfds.building import guard
 
 
 class Failed(Exception):

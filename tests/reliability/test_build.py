@@ -18,7 +18,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from fast_tfds.build import errors
+from fast_tfds.building import errors
 from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
