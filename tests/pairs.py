@@ -67,7 +67,7 @@ def _boxes(value) -> tuple:
     return tuple(tuple(row) for row in rows.tolist())
 
 
-def _per_example_boxes(bbox, num_boxes, count: int, batched: bool) -> list[tuple]:
+def _per_example_boxes(bbox, num_boxes, batched: bool) -> list[tuple]:
     """Each example's boxes from a batch: ragged (tf.data), padded with a count
     (the loader), or one example's dense [n, 4]."""
     if not batched:
@@ -109,7 +109,7 @@ def outputs_of(element) -> list[Output]:
         names = [n.decode() for n in np.atleast_1d(_numpy(filenames))]
     per_boxes = [None] * count
     if boxes is not None:
-        per_boxes = _per_example_boxes(boxes, num_boxes, count, batched)
+        per_boxes = _per_example_boxes(boxes, num_boxes, batched)
     parts = zip(images, labels, names, per_boxes, strict=True)
     return [Output(digest(i), int(label), n, b) for i, label, n, b in parts]
 
@@ -157,8 +157,9 @@ class Truth:
 
     @staticmethod
     def of(data_dir, split: str = "train", name: str = "cats_vs_dogs_fast", config: str = "224"):
-        """The split of a build through TFDS's `as_dataset`, twice: with the JPEG bytes
-        (SkipDecoding), and with TFDS's decoded pixels, joined on the filename."""
+        """The split of a build through TFDS's own reader: `as_dataset` twice (with the
+        JPEG bytes, SkipDecoding, and with TFDS's decoded pixels, joined on the
+        filename), or `tfds.data_source` for an ArrayRecord build."""
         return _truth(name, config, os.fspath(data_dir), split)
 
     def __len__(self) -> int:
@@ -222,18 +223,14 @@ class Truth:
             f"{sum(extra.values())} not in the truth, {sum(missing.values())} missing"
         ]
         for output in list(extra)[:5]:
-            owners = output.filename and [output.filename] or names_of.get(output.digest, [])
-            truth = [self.by_name[n] for n in owners]
-            stored = [(n, e.label, e.boxes) for n, e in zip(owners, truth, strict=True)]
+            # The examples whose image this is (a filename can be wrong too).
+            owners = names_of.get(output.digest, [])
+            stored = [(n, self.by_name[n].label, self.by_name[n].boxes) for n in owners]
             lines.append(
-                f"  served label {output.label} filename {output.filename} "
-                f"boxes {output.boxes} for an image of {stored or 'no example'}"
+                f"  served label {output.label}, filename {output.filename}, boxes "
+                f"{output.boxes} with the image of {stored or 'no example'}"
             )
         return "\n".join(lines)
-
-    def only(self, names: Iterable[str]) -> Truth:
-        """The examples named (e.g. one input pipeline's share)."""
-        return Truth([self.by_name[n] for n in names])
 
 
 @functools.cache
