@@ -36,21 +36,6 @@ def keys(batches) -> list:
     return epoch(batches)
 
 
-def stored_jpegs(name: str, data_dir):
-    """TFDS's own data source of the train split of config 224, each image the stored JPEG."""
-    return tfds.data_source(
-        f"{name}/224",
-        split="train",
-        data_dir=data_dir,
-        decoders={"image": tfds.decode.SkipDecoding()},
-    )
-
-
-def tensorflows_pixels(jpeg: bytes) -> np.ndarray:
-    """What `tf.io.decode_jpeg` (and so the tf.data reader) makes of a stored JPEG."""
-    return tf.io.decode_jpeg(jpeg, channels=3).numpy()
-
-
 @pytest.fixture(scope="module")
 def cats_reference(cats_array_record_dir) -> Truth:
     """Every example of the split as TFDS's data source reads it, the pixels decoded by

@@ -9,7 +9,6 @@ with that function directly, so equality here is exact, pixel for pixel.
 from __future__ import annotations
 
 import functools
-import hashlib
 
 import numpy as np
 import pytest
@@ -45,10 +44,6 @@ def raw_examples(name: str, config: str, data_dir) -> list[dict]:
 
 def shared_decoder(jpeg: bytes, size: int, window=None) -> np.ndarray:
     return jpeg_blocks.decode_resized_into(jpeg, np.empty((size, size, 3), np.uint8), window)
-
-
-def digest(image: np.ndarray) -> str:
-    return hashlib.sha1(image.tobytes()).hexdigest()
 
 
 def cats_loader(data_dir, config: str, size: int, **options):
