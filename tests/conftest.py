@@ -9,9 +9,11 @@ import pytest  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
+import stanford_dogs_tfrecord  # noqa: E402, F401  (registers the dataset)
 from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
 
 CATS_PER_CLASS = 20
+STANFORD_DUMMY_DATA = stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data"
 
 # The smoke subset (`pytest -m smoke`): building, reading and the loader, end to end.
 # scripts/check_install.sh runs it at the lowest supported versions of the dependencies.
@@ -63,3 +65,14 @@ def cats_filenames(cats_builder):
     """Every example's filename, read through TFDS's own reader."""
     ds = cats_builder.as_dataset(split="train", decoders={"image": tfds.decode.SkipDecoding()})
     return sorted(ex["image/filename"].numpy().decode() for ex in ds)
+
+
+@pytest.fixture(scope="session")
+def stanford_tfrecord_dir(tmp_path_factory):
+    """stanford_dogs_tfrecord built as TFRecord (the default) from its dummy data, config 224."""
+    data_dir = tmp_path_factory.mktemp("stanford_tfrecord")
+    config = tfds.download.DownloadConfig(manual_dir=os.fspath(STANFORD_DUMMY_DATA))
+    tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=data_dir).download_and_prepare(
+        download_config=config
+    )
+    return data_dir

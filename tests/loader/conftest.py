@@ -1,4 +1,5 @@
-"""Tiny ArrayRecord builds of both datasets (and a TFRecord one to compare with)."""
+"""Tiny ArrayRecord builds of both datasets (the TFRecord one to compare with is in
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,4 @@ def stanford_array_record_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("stanford_array_record")
     for config in ("224", "original"):
         build("stanford_dogs_tfrecord", config, data_dir, STANFORD_DUMMY_DATA, "array_record")
-    return data_dir
-
-
-@pytest.fixture(scope="session")
-def stanford_tfrecord_dir(tmp_path_factory):
-    """The same dummy data built as TFRecord (the default), config 224."""
-    data_dir = tmp_path_factory.mktemp("stanford_tfrecord")
-    build("stanford_dogs_tfrecord", "224", data_dir, STANFORD_DUMMY_DATA, None)
     return data_dir

@@ -1,10 +1,10 @@
-"""The Grain loader: exactly once per epoch, a new order each epoch, the same orders
-with a seed, disjoint and complete shards, exact resumption, and Stanford Dogs' boxes."""
+"""The Grain loader: exactly once per epoch (each image with its own label, and boxes),
+a new order each epoch, the same orders with a seed, disjoint and complete shards,
+exact resumption, and Stanford Dogs' boxes."""
 
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 
 import numpy as np
@@ -16,6 +16,7 @@ import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import loader as fast_loader
 from tests.loader.conftest import STANFORD_DUMMY_DATA
+from tests.pairs import Truth, epoch
 
 BATCH = 5
 
@@ -27,53 +28,30 @@ def cats_loader(data_dir, **options):
     )
 
 
-def keys(batches) -> list[tuple[str, int]]:
-    """(hash of the pixels, label) of every example, in order."""
-    out = []
+def keys(batches) -> list:
+    """Every example (pixels, label) in order, checking the batches' dtypes."""
+    batches = list(batches)
     for images, labels in batches:
         assert images.dtype == np.uint8 and labels.dtype == np.int64
-        out += [
-            (hashlib.sha1(image.tobytes()).hexdigest(), int(label))
-            for image, label in zip(images, labels, strict=True)
-        ]
-    return out
-
-
-def stored_jpegs(name: str, data_dir):
-    """TFDS's own data source of the train split of config 224, each image the stored JPEG."""
-    return tfds.data_source(
-        f"{name}/224",
-        split="train",
-        data_dir=data_dir,
-        decoders={"image": tfds.decode.SkipDecoding()},
-    )
-
-
-def tensorflows_pixels(jpeg: bytes) -> np.ndarray:
-    """What `tf.io.decode_jpeg` (and so the tf.data reader) makes of a stored JPEG."""
-    return tf.io.decode_jpeg(jpeg, channels=3).numpy()
+    return epoch(batches)
 
 
 @pytest.fixture(scope="module")
-def cats_reference(cats_array_record_dir) -> collections.Counter:
-    """Every example of the split, decoded by TensorFlow: at the stored size the loader
-    gives exactly its pixels."""
-    source = stored_jpegs("cats_vs_dogs_fast", cats_array_record_dir)
-    return collections.Counter(
-        (hashlib.sha1(tensorflows_pixels(ex["image"]).tobytes()).hexdigest(), int(ex["label"]))
-        for ex in source
-    )
+def cats_reference(cats_array_record_dir) -> Truth:
+    """Every example of the split as TFDS's data source reads it, the pixels decoded by
+    TensorFlow: at the stored size the loader gives exactly those."""
+    return Truth.of(cats_array_record_dir)
 
 
 def test_every_example_once_per_epoch_in_a_new_order(cats_array_record_dir, cats_reference):
     loader = cats_loader(cats_array_record_dir)
-    n = sum(cats_reference.values())
+    n = len(cats_reference)
     assert loader.num_examples == n and len(loader) == -(-n // BATCH)
     epochs = [list(loader), list(loader)]  # each iter() is the next epoch
     for batches in epochs:
         assert [len(labels) for _, labels in batches[:-1]] == [BATCH] * (len(batches) - 1)
         assert batches[0][0].shape == (BATCH, 224, 224, 3)
-        assert collections.Counter(keys(batches)) == cats_reference
+        cats_reference.check(keys(batches))
     assert keys(epochs[0]) != keys(epochs[1])
 
 
@@ -93,10 +71,11 @@ def test_shards_are_disjoint_and_complete(cats_array_record_dir, cats_reference,
     shards = [
         cats_loader(cats_array_record_dir, shard_index=i, shard_count=count) for i in range(count)
     ]
-    per_shard = [collections.Counter(keys(shard)) for shard in shards]
-    assert sum(per_shard, collections.Counter()) == cats_reference
+    per_shard = [keys(shard) for shard in shards]
+    cats_reference.check([example for shard in per_shard for example in shard])
+    per_shard = [collections.Counter(examples) for examples in per_shard]
     sizes = [shard.num_examples for shard in shards]
-    assert sum(sizes) == sum(cats_reference.values()) and max(sizes) - min(sizes) <= 1
+    assert sum(sizes) == len(cats_reference) and max(sizes) - min(sizes) <= 1
     for i, counts in enumerate(per_shard):  # the shard of each example is fixed
         assert collections.Counter(keys(shards[i])) == counts
 
@@ -120,7 +99,7 @@ def test_resuming_from_a_saved_state_gives_exactly_the_rest(
         np.testing.assert_array_equal(images, images2)
         np.testing.assert_array_equal(labels, labels2)
     first_epoch = keys(seen) + keys(resumed[: len(loader) - 3])
-    assert collections.Counter(first_epoch) == cats_reference
+    cats_reference.check(first_epoch)
 
 
 def test_a_state_from_another_loader_is_refused(cats_array_record_dir):
@@ -134,7 +113,7 @@ def test_a_state_from_another_loader_is_refused(cats_array_record_dir):
 
 def test_endless_iteration_runs_through_the_epochs(cats_array_record_dir, cats_reference):
     loader = cats_loader(cats_array_record_dir, num_epochs=None, drop_remainder=True)
-    n = sum(cats_reference.values())
+    n = len(cats_reference)
     assert len(loader) == n // BATCH
     iterator = iter(loader)
     batches = [next(iterator) for _ in range(2 * len(loader) + 1)]
@@ -142,7 +121,7 @@ def test_endless_iteration_runs_through_the_epochs(cats_array_record_dir, cats_r
     assert all(len(labels) == BATCH for _, labels in batches)
     epoch0, epoch1 = keys(batches[: len(loader)]), keys(batches[len(loader) : 2 * len(loader)])
     # drop_remainder leaves out n % BATCH examples, never repeats one within an epoch.
-    assert not collections.Counter(epoch0) - cats_reference
+    assert not collections.Counter(epoch0) - cats_reference.expect(epoch0[0].fields())
     assert epoch0 != epoch1
 
 
@@ -207,6 +186,10 @@ def test_stanford_boxes_and_crops_match_the_tf_data_reader(
 ):
     expected = examples(stanford_tf_reader(stanford_tfrecord_dir, crop_to_box=crop_to_box))
     batches = stanford_loader(stanford_array_record_dir, crop_to_box=crop_to_box)
+    # Each image with its own label and boxes, as TFDS reads the build; crops are the
+    # shared decoder's cut of the first box, at the default 224.
+    truth = Truth.of(stanford_array_record_dir, name="stanford_dogs_tfrecord")
+    truth.check(epoch(batches), size=224 if crop_to_box else None, crop=crop_to_box)
     for _, target in batches:
         assert target["bbox"].shape == (len(target["label"]), 3, 4)
         for boxes, count in zip(target["bbox"], target["num_boxes"], strict=True):
@@ -255,17 +238,11 @@ def test_the_generic_front_doors_take_stanfords_own_options_through_its_hook(
 
 
 def test_uncropped_pixels_equal_tensorflows_decoding(stanford_array_record_dir):
-    source = stored_jpegs("stanford_dogs_tfrecord", stanford_array_record_dir)
-    expected = sorted(
-        (int(ex["label"]), tensorflows_pixels(ex["image"]).tobytes()) for ex in source
-    )
-    got = []
-    for images, target in stanford_loader(stanford_array_record_dir):
-        got += [
-            (int(label), image.tobytes())
-            for image, label in zip(images, target["label"], strict=True)
-        ]
-    assert sorted(got) == expected
+    # The truth's pixels of an ArrayRecord build are TensorFlow's decode of each stored
+    # JPEG (tests/pairs.py), its labels and boxes TFDS's data source's.
+    truth = Truth.of(stanford_array_record_dir, name="stanford_dogs_tfrecord")
+    for _ in range(2):
+        truth.check(epoch(stanford_loader(stanford_array_record_dir)))
 
 
 def test_crop_window_is_the_tf_data_readers():

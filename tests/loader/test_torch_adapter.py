@@ -7,6 +7,7 @@ import pytest
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
+from tests.pairs import Truth, epoch
 
 try:
     import torch
@@ -35,10 +36,12 @@ def test_a_torch_dataloader_gets_tensors_and_each_epoch_once(cats_array_record_d
         assert images.dtype == torch.uint8 and images.shape == (4, 224, 224, 3)
         assert labels.dtype == torch.int64  # what cross_entropy wants
         assert sum(len(labels) for _, labels in batches) == loader.num_examples
-        epochs.append(torch.cat([labels for _, labels in batches]))
-    # A new order each epoch, the same multiset of labels.
-    assert sorted(epochs[0].tolist()) == sorted(epochs[1].tolist())
-    assert not torch.equal(epochs[0], epochs[1])
+        epochs.append(epoch(batches))
+    # A new order each epoch, every image once with its own label in each.
+    truth = Truth.of(cats_array_record_dir)
+    for examples in epochs:
+        truth.check(examples)
+    assert epochs[0] != epochs[1]
 
 
 def test_state_dict_resumes_the_epoch(cats_array_record_dir):

@@ -1,17 +1,16 @@
-"""Reading a tiny real build the way the read tests compare epochs: by pixel digests.
+"""Reading a tiny real build the way the read tests compare epochs: each example whole.
 
-Examples are told apart by a digest of their decoded pixels, so that every plan,
-the arena included (it holds only pixels and labels), is checked the same way.
+`epoch` records every example as all it carries (pixels, label, filename, boxes), so
+that an image served with another example's label, filename or boxes is caught;
+`tests.pairs.Truth` is what an epoch is compared with.
 """
 
 from __future__ import annotations
 
-import hashlib
-
-import numpy as np
 import tensorflow as tf
 
 import cats_vs_dogs_fast
+from tests.pairs import Output, digest, epoch  # noqa: F401  (re-exported for the read tests)
 
 BATCH = 8
 
@@ -24,20 +23,11 @@ def read(data_dir, split="train", **options):
     )
 
 
-def digest(image) -> str:
-    return hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest()
-
-
-def epoch(iterator_or_ds, batches: int | None = None) -> list[str]:
-    """Pixel digests in the order yielded; `batches` from an open iterator, else all.
-    Works for (image, label) and dict output, batched or not."""
-    digests = []
-    source = iterator_or_ds if batches is None else (next(iterator_or_ds) for _ in range(batches))
-    for element in source:
-        image = (element["image"] if isinstance(element, dict) else element[0]).numpy()
-        digests.extend(digest(i) for i in ([image] if image.ndim == 3 else image))
-    return digests
-
-
 def batches_of(ds) -> int:
     return sum(1 for _ in ds)
+
+
+def arena_rows(made) -> list[Output]:
+    """Every row of an arena as an example: its image and its label."""
+    images, labels = made.arrays["image"], made.arrays["label"]
+    return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]

@@ -1,6 +1,7 @@
-"""Epochs of as_fast_dataset in every plan: each example exactly once, a new order each
-epoch, the same order with a seed, slices and input pipelines that partition the split,
-and a cardinality that matches what is yielded."""
+"""Epochs of as_fast_dataset in every plan: each example exactly once with its own
+label (and filename and boxes, where the output has them), a new order each epoch, the
+same order with a seed, slices and input pipelines that partition the split, and a
+cardinality that matches what is yielded."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import warnings
 import pytest
 import tensorflow as tf
 
+import stanford_dogs_tfrecord
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.split_reading import Reading
+from tests.pairs import Truth
 from tests.read.reading import BATCH, batches_of, epoch, read
 
 Plan = plans.Plan
@@ -35,15 +38,19 @@ PLANS = [
 ]
 
 # Every mode of reading the stored 224 pixels, so that each epoch can be checked
-# against what TFDS reads (resized reads are checked in test_arena.py).
+# against what TFDS reads, example by example (other sizes: test_sizes.py).
 MODES = {
     "arena": {},
     "arena, unbatched": {"batch_size": None},
     "arena, seeded": {"seed": 3},
+    "arena, float32": {"dtype": tf.float32},
+    "arena of examples": {"transform": dict},
     "block stream": {"cache": False},
     "block stream, unbatched": {"batch_size": None, "cache": False},
+    "per example": {"transform": dict, "cache": False},
     "per example, memory cache": {"as_supervised": False, "batch_size": 7},
     "per example, file cache": {"cache": "file"},
+    "per example, file cache, dicts": {"cache": "file", "as_supervised": False},
 }
 
 
@@ -65,8 +72,8 @@ def test_each_epoch_has_every_example_once_in_a_new_order(mode, cats_data_dir, s
     options = _in(tmp_path, MODES[mode])
     ds = read(cats_data_dir, **options)
     epochs = [epoch(ds) for _ in range(3)]  # Later epochs of a cache come from the cache.
-    for digests in epochs:
-        assert collections.Counter(digests) == stored["train"]
+    for examples in epochs:
+        stored["train"].check(examples)
     assert epochs[0] != epochs[1] and epochs[1] != epochs[2], "each epoch should be reshuffled"
     assert int(ds.cardinality()) == batches_of(ds)
     if isinstance(options.get("cache"), str):
@@ -85,18 +92,19 @@ def test_a_seed_repeats_the_order_of_every_epoch(cats_data_dir, cache):
 
 
 def test_slices_match_tfds_and_partition_the_split(cats_data_dir, stored):
-    together = collections.Counter()
+    together = []
     for split in ("train[:40%]", "train[40%:]"):
         ds = read(cats_data_dir, split=split)
         for _ in range(2):  # The fill, then an epoch from the arena.
-            assert collections.Counter(epoch(ds)) == stored[split]
+            examples = epoch(ds)
+            stored[split].check(examples)
         assert int(ds.cardinality()) == batches_of(ds)
-        together.update(stored[split])
-    assert together == stored["train"]
+        together += examples
+    stored["train"].check(together)
 
 
 def test_input_pipelines_are_disjoint_and_complete(cats_data_dir, stored):
-    together = collections.Counter()
+    together = []
     for pipeline in range(2):
         context = tf.distribute.InputContext(
             num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
@@ -107,32 +115,33 @@ def test_input_pipelines_are_disjoint_and_complete(cats_data_dir, stored):
         first, second = epoch(ds), epoch(ds)
         assert first, f"pipeline {pipeline} read nothing"
         assert collections.Counter(first) == collections.Counter(second)
-        together.update(first)
+        together += first
         assert int(ds.cardinality()) == batches_of(ds)
     # Counts, not sets: the sample holds one photo in several formats that decode
     # alike. An example read by both pipelines would be counted twice.
-    assert together == stored["train"]
+    stored["train"].check(together)
 
 
 def test_repeat_n_gives_n_complete_epochs(cats_data_dir, stored):
-    n = sum(stored["train"].values())
+    n = len(stored["train"])
     ds = read(cats_data_dir, repeat=3)
-    digests = epoch(ds)
-    assert len(digests) == 3 * n
+    examples = epoch(ds)
+    assert len(examples) == 3 * n
     for i in range(3):
-        assert collections.Counter(digests[i * n : (i + 1) * n]) == stored["train"]
+        stored["train"].check(examples[i * n : (i + 1) * n])
     assert int(ds.cardinality()) == batches_of(ds) == 3 * -(-n // BATCH)
     assert int(read(cats_data_dir, repeat=True).cardinality()) == tf.data.INFINITE_CARDINALITY
 
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_drop_remainder_drops_only_the_last_partial_batch(cache, cats_data_dir, stored):
-    n = sum(stored["train"].values())
+    n = len(stored["train"])
     ds = read(cats_data_dir, cache=cache, drop_remainder=True)
     for _ in range(2):
-        digests = epoch(ds)
-        assert len(digests) == n // BATCH * BATCH
-        assert not collections.Counter(digests) - stored["train"], "only stored examples, once"
+        examples = epoch(ds)
+        assert len(examples) == n // BATCH * BATCH
+        expected = stored["train"].expect(examples[0].fields())
+        assert not collections.Counter(examples) - expected, "only stored examples, once"
     assert int(ds.cardinality()) == batches_of(ds) == n // BATCH
     assert ds.element_spec[0].shape[0] == BATCH
     # Batches never straddle two epochs: each epoch drops its own remainder.
@@ -152,3 +161,44 @@ def test_keras_fit_without_repeat_knows_its_steps(cats_data_dir):
     ran_out = [str(w.message) for w in caught if "ran out of data" in str(w.message)]
     assert not ran_out
     assert len(history.history["loss"]) == 2
+
+
+# Stanford Dogs: dicts with filenames and boxes, the boxes with the label, and crops
+# (whose pixels are the shared decoder's, at the size asked), in each plan they take.
+STANFORD_MODES = {
+    "dicts, memory cache": ({"as_supervised": False}, None),
+    "dicts, file cache": ({"as_supervised": False, "cache": "file"}, None),
+    "dicts, no cache": ({"as_supervised": False, "cache": False}, None),
+    "with boxes": ({"with_boxes": True}, None),
+    "with boxes, no cache": ({"with_boxes": True, "cache": False}, None),
+    "crops with boxes": ({"with_boxes": True, "crop_to_box": True, "image_size": 32}, 32),
+    "crops, arena": ({"crop_to_box": True, "image_size": 32}, 32),
+}
+
+
+@pytest.mark.parametrize("mode", STANFORD_MODES)
+def test_stanford_dogs_examples_keep_their_labels_filenames_and_boxes(
+    mode, stanford_tfrecord_dir, tmp_path
+):
+    options, size = STANFORD_MODES[mode]
+    truth = Truth.of(stanford_tfrecord_dir, name="stanford_dogs_tfrecord")
+    ds = stanford_dogs_tfrecord.as_fast_dataset(
+        "train",
+        data_dir=stanford_tfrecord_dir,
+        download_and_prepare=False,
+        batch_size=3,
+        dtype=tf.uint8,
+        **_in(tmp_path, options),
+    )
+    for _ in range(2):  # With a cache, the second epoch comes from it.
+        examples = epoch(ds)
+        truth.check(examples, size=size, crop=options.get("crop_to_box", False))
+    assert (
+        examples[0].fields()
+        == {
+            "dicts": ("digest", "label", "filename", "boxes"),
+            "with boxes": ("digest", "label", "boxes"),
+            "crops with boxes": ("digest", "label", "boxes"),
+            "crops": ("digest", "label"),
+        }[mode.split(",")[0]]
+    )

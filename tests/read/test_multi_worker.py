@@ -1,6 +1,5 @@
 """Multi-worker input: input_context shards files; the example trains on two real workers."""
 
-import collections
 import json
 import os
 import socket
@@ -13,6 +12,7 @@ import tensorflow as tf
 import cats_vs_dogs_fast
 from fast_tfds.building import MIN_SHARDS_PER_SPLIT
 from tests.helpers import REPO, child_env
+from tests.pairs import Truth, epoch
 
 EXAMPLE = REPO / "examples" / "multi_worker_training.py"
 
@@ -34,9 +34,9 @@ def shard_of(cats_builder) -> dict[str, str]:
 
 @pytest.mark.parametrize("pipelines", [2, 3, 4, MIN_SHARDS_PER_SPLIT])
 def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
-    cats_data_dir, cats_filenames, shard_of, pipelines
+    cats_data_dir, shard_of, pipelines
 ):
-    names_per_pipeline = []
+    names_per_pipeline, everything = [], []
     for pipeline_id in range(pipelines):
         context = tf.distribute.InputContext(
             num_input_pipelines=pipelines,
@@ -53,15 +53,17 @@ def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
             cache=False,
             as_supervised=False,
         )
-        names_per_pipeline.append([ex["image/filename"].numpy().decode() for ex in ds])
+        examples = epoch(ds)
+        names_per_pipeline.append([ex.filename for ex in examples])
+        everything += examples
     files_per_pipeline = [{shard_of[n] for n in names} for names in names_per_pipeline]
     for i, files in enumerate(files_per_pipeline):
         assert files, f"pipeline {i} of {pipelines} read nothing"
         for j in range(i):
             assert not files & files_per_pipeline[j], f"pipelines {j} and {i} share files"
     assert len(set().union(*files_per_pipeline)) == MIN_SHARDS_PER_SPLIT
-    everything = [n for names in names_per_pipeline for n in names]
-    assert collections.Counter(everything) == collections.Counter(cats_filenames)
+    # Together: every example once, with its own label, filename and pixels.
+    Truth.of(cats_data_dir).check(everything, size=32)
     # Files are dealt out evenly: 16 over 3 pipelines is 6, 5, 5.
     sizes = sorted(len(files) for files in files_per_pipeline)
     assert sizes[-1] - sizes[0] <= 1

@@ -1,75 +1,103 @@
 """Every fixed output size takes the block decoder, in every plan, and every example
-arrives exactly once per epoch; the arena goes to disk when it does not fit the
-memory budget (the option, or a real cgroup limit), and a killed fill is never
-trusted."""
+arrives exactly once per epoch with its own label; the arena goes to disk when it does
+not fit the memory budget (the option, or a real cgroup limit), and a killed fill is
+never trusted."""
 
 from __future__ import annotations
 
-import collections
 import os
+import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
+import cats_vs_dogs_fast
 from fast_tfds.cache import arena, disk_rows
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.split_reading import Reading
 from tests.helpers import REPO, child_env
-from tests.read.reading import digest, epoch, read
+from tests.pairs import Truth
+from tests.read.reading import arena_rows, epoch, read
 
 SIZES = (160, 224, 384)
 CONFIGS = ("224", "original")
 
 
 @pytest.fixture(scope="module")
-def expected(cats_data_dir):
-    """{(config, size): Counter of the digests of `decode_resized_into` of each stored JPEG}."""
-
-    def digests(config, size):
-        builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
-        ds = builder.as_dataset("train", decoders={"image": tfds.decode.SkipDecoding()})
-        out = np.empty((size, size, 3), np.uint8)
-        return collections.Counter(
-            digest(jpeg_blocks.decode_resized_into(ex["image"].numpy(), out)) for ex in ds
-        )
-
-    return {(c, s): digests(c, s) for c in CONFIGS for s in SIZES}
+def truth(cats_data_dir):
+    """{config: the train split as TFDS reads it}; at a size, the pixels an example must
+    have are `decode_resized_into` of its stored JPEG (`Truth.check(..., size=)`)."""
+    return {c: Truth.of(cats_data_dir, config=c) for c in CONFIGS}
 
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("cache", [True, False])
 def test_every_size_is_read_in_blocks_with_every_example_once(
-    cats_data_dir, expected, config, size, cache
+    cats_data_dir, truth, config, size, cache
 ):
     builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
     reading = Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
     assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.BLOCK_STREAM)
     ds = read(cats_data_dir, config=config, image_size=size, cache=cache)
     for _ in range(2):  # With the cache: the fill, then an epoch served from the arena.
-        assert collections.Counter(epoch(ds)) == expected[config, size]
+        truth[config].check(epoch(ds), size=size)
 
 
 @pytest.mark.parametrize("size", [160, 384])
-def test_the_per_example_paths_give_the_block_paths_pixels(cats_data_dir, expected, size):
-    # A file cache and a transform decode one example at a time, with the same decoder.
+def test_the_per_example_paths_give_the_block_paths_pixels(cats_data_dir, truth, size):
+    # A transform decodes one example at a time, with the same decoder: uncached, and
+    # copied into the arena (the fill, then an epoch from it).
     per_example = [
         read(cats_data_dir, config="original", image_size=size, cache=False, transform=dict),
         read(cats_data_dir, config="original", image_size=size, transform=dict),
     ]
     for ds in per_example:
-        assert collections.Counter(epoch(ds)) == expected["original", size]
+        for _ in range(2):
+            truth["original"].check(epoch(ds), size=size)
+
+
+@pytest.mark.parametrize("size", [160, 384])
+@pytest.mark.parametrize("as_supervised", [True, False])
+def test_a_file_cache_at_another_size_keeps_every_example(
+    cats_data_dir, truth, tmp_path, size, as_supervised
+):
+    # The file cache keeps the examples decoded (and resized) one at a time. The
+    # second epoch must come from its files: the build's shards are gone by then.
+    source = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=cats_data_dir)
+    build = tmp_path / "build"
+    shutil.copytree(source.data_dir, build)
+    prefix = os.fspath(tmp_path / "cache")
+    options = {"image_size": size, "transform": dict, "cache": prefix}
+    reading = Reading.start(source, "train", ReadOptions(**options))
+    assert plans.choose_plan(reading) is plans.Plan.PER_EXAMPLE
+    ds = cats_vs_dogs_fast.as_fast_dataset(
+        builder_dir=build, batch_size=8, dtype=tf.uint8, as_supervised=as_supervised, **options
+    )
+    first = epoch(ds)
+    truth["original"].check(first, size=size)
+    assert tf.io.gfile.glob(prefix + "*.index"), "the first epoch wrote no cache"
+    shards = list(build.glob("*.tfrecord-*"))
+    assert shards
+    for shard in shards:
+        shard.unlink()
+    second = epoch(ds)
+    truth["original"].check(second, size=size)
+    assert first != second, "each epoch from the cache should be reshuffled"
 
 
 def test_a_jpeg_the_block_decoder_rejects_arrives_by_the_fallback():
@@ -115,8 +143,19 @@ def _random_read_mappings(folder: Path) -> list[bool]:
     return found
 
 
+def _mapping_of(array: np.ndarray) -> str | None:
+    """The file that backs `array`'s memory in this process, or None (anonymous memory)."""
+    address = array.ctypes.data
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        start, end = (int(a, 16) for a in fields[0].split("-"))
+        if start <= address < end:
+            return fields[5] if len(fields) == 6 and not fields[5].startswith("[") else None
+    raise AssertionError(f"no mapping holds address {address:#x}")
+
+
 def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
-    cats_data_dir, expected, tmp_path, caplog
+    cats_data_dir, truth, tmp_path, caplog
 ):
     folder = tmp_path / "rows"
     before = set(map(id, arena.live_arenas()))
@@ -125,14 +164,15 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     files = _arena_files(folder)  # One per feature: the images and the labels.
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
+    assert str(folder) in _mapping_of(made.arrays["image"])
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
-        assert collections.Counter(epoch(ds)) == expected["original", 160]
+        truth["original"].check(epoch(ds), size=160)
     # Once filled, the rows are written back and marked for random reads (no read-around
     # of the device's whole read-ahead window at each fault).
     assert _random_read_mappings(folder) == [True] * len(files)
-    assert collections.Counter(digest(r) for r in made.arrays["image"]) == expected["original", 160]
+    truth["original"].check(arena_rows(made), size=160)
     del ds, made
     import gc
 
@@ -140,10 +180,20 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     assert _arena_files(folder) == [], "the file goes with its dataset"
 
 
-def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, tmp_path):
+def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_path, caplog):
     folder = tmp_path / "rows"
+    before, held = set(map(id, arena.live_arenas())), arena.bytes_held()
     ds = read(cats_data_dir, image_size=160, cache_budget=1 << 40, cache_dir=folder)
-    epoch(ds)
+    (made,) = [a for a in arena.live_arenas() if id(a) not in before]
+    n = len(truth["224"])
+    assert made.num_examples == n and arena.bytes_held() - held == n * (160 * 160 * 3 + 8)
+    for _ in range(2):  # The fill, then an epoch from the arena.
+        truth["224"].check(epoch(ds), size=160)
+    assert made.filled and not made.reads_ahead
+    # Its rows are anonymous memory of this process, not a mapped file.
+    assert _mapping_of(made.arrays["image"]) is None
+    assert _mapping_of(made.arrays["label"]) is None
+    assert "memory-mapped file" not in caplog.text
     assert not folder.exists() or _arena_files(folder) == []
 
 
@@ -173,7 +223,18 @@ _KILLED_FILL = textwrap.dedent(
 )
 
 
-def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, expected, tmp_path):
+def _line_within(stream, seconds: float) -> str:
+    """The next line of a child's `stream`, or a failure if none comes in `seconds`: a
+    stalled child fails the test instead of hanging it."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=seconds)
+    except queue.Empty:
+        raise AssertionError(f"the child wrote no line in {seconds} s") from None
+
+
+def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, truth, tmp_path):
     folder = tmp_path / "rows"
     child = subprocess.Popen(
         [sys.executable, "-c", _KILLED_FILL, os.fspath(cats_data_dir), os.fspath(folder)],
@@ -185,7 +246,7 @@ def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, expected, t
         text=True,
     )
     try:
-        assert child.stdout.readline().strip() == "filling"
+        assert _line_within(child.stdout, 120).strip() == "filling"
         left = _arena_files(folder)
         assert left and all(f.in_use for f in left)
         child.send_signal(signal.SIGKILL)
@@ -199,7 +260,7 @@ def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, expected, t
     assert not {f.path for f in left} & {f.path for f in files}, "leftovers removed, not reused"
     assert files and all(f.in_use for f in files)
     for _ in range(2):
-        assert collections.Counter(epoch(ds)) == expected["original", 160]
+        truth["original"].check(epoch(ds), size=160)
 
 
 # -- a real cgroup memory limit ----------------------------------------------------
@@ -233,10 +294,11 @@ _IN_A_CGROUP = textwrap.dedent(
     on_disk = bool(disk_rows.find(disk_rows.default_folder()))
     epochs = []
     for _ in range(2):
-        digests = collections.Counter()
-        for images, _ in ds:
-            digests.update(hashlib.sha1(i.tobytes()).hexdigest() for i in images.numpy())
-        epochs.append(digests)
+        pairs = collections.Counter()  # (pixels, label): each image with its own label.
+        for images, labels in ds:
+            digests = [hashlib.sha1(i.tobytes()).hexdigest() for i in images.numpy()]
+            pairs.update(zip(digests, labels.numpy().tolist()))
+        epochs.append(pairs)
     print(sum(epochs[0].values()) - count, epochs[0] == epochs[1], on_disk, need, flush=True)
     """
 )
