@@ -2,8 +2,9 @@
 
 No timing assertions: speed is what the benchmark prints. The checks here are
 that every pipeline ran and counted every image of the split in every epoch
-(a real correctness check of all the pipelines), that the figures in the JSON
-are consistent with each other, and that the chart and --compare work.
+(a real correctness check of all the pipelines), that the cached rows hold the
+bytes of the pixels they cache (against the build's own figures), and that the
+chart and --compare work.
 """
 
 import json
@@ -50,27 +51,32 @@ def test_every_pipeline_counts_every_image_in_every_epoch(stream_run, cats_build
     assert result["machine"]["cpu_count"] > 0 and result["machine"]["tensorflow"]
 
 
-def test_cache_figures_are_those_of_the_cached_rows(stream_run):
+def test_the_cached_rows_hold_the_bytes_of_their_pixels(stream_run, cats_builder):
+    # Figures the benchmark does not compute: the split's example count and the stored
+    # image shape, from the build itself. A uint8 cache holds each 224 px image's
+    # bytes once (and little else); a float32 cache four bytes a value (TF's cache
+    # of the course notebook's pipeline included): at least 3x the uint8 bytes after
+    # the runtime's own noise on a sample this small.
     result, _, _ = stream_run
-    images = result["images_per_epoch"]
+    height, width, channels = cats_builder.info.features["image"].shape
+    pixel_bytes = cats_builder.info.splits["train"].num_examples * height * width * channels
+    rows = {p.name: p for p in bench_stream.all_pipelines() if p.cached and p.config == "224"}
+    assert {p.output for p in rows.values()} == {"uint8", "float32"}
+    for name, p in rows.items():
+        s = result["pipelines"][name]["summary"]
+        held = s["cache_mib"] * bench_memory.MiB / pixel_bytes
+        if p.output == "uint8":
+            assert 0.9 <= held <= 1.6, (name, held)
+        else:
+            assert held >= 3, (name, held)
+        assert s["cache_vs_uint8_bytes"] == pytest.approx(held, abs=0.01), name
     for name, p in result["pipelines"].items():
-        s = p["summary"]
-        if not p["cached"]:
-            assert "cache_mib" not in s, name
-            continue
-        (one_round,) = p["rounds"]
-        retained = one_round["retained_anon_mib"]
-        if retained is None:  # No RssAnon (not Linux): the RSS figure instead.
-            retained = one_round["retained_rss_mib"]
-        assert s["cache_mib"] == pytest.approx(max(0.0, retained), abs=0.05), name
-        uint8_bytes = images * bench_stream.UINT8_BYTES_PER_IMAGE
-        expected = s["cache_mib"] * bench_memory.MiB / uint8_bytes
-        assert s["cache_vs_uint8_bytes"] == pytest.approx(expected, abs=0.01), name
+        assert ("cache_mib" in p["summary"]) == p["cached"], name
 
 
 def test_anonymous_memory_counts_what_is_allocated_and_freed():
-    # The instrument behind the cache column: on the tiny sample a cache is a few MiB,
-    # within the runtime's own noise, so it is checked here on a known allocation.
+    # The instrument behind the cache column, on a known allocation larger than the
+    # runtime's own noise.
     if bench_memory.anonymous_in_use() is None:
         pytest.skip("needs Linux's RssAnon")
     size = 64 * bench_memory.MiB
