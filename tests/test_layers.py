@@ -298,7 +298,12 @@ def test_importing_the_package_loads_no_tensorflow():
     # costs no TensorFlow start-up.
     code = "import sys, fast_tfds, fast_tfds.samples; print('tensorflow' in sys.modules)"
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=REPO
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"
