@@ -10,6 +10,7 @@ import re
 
 import cv2
 import numpy as np
+import PIL.Image
 import pytest
 import simplejpeg
 import tensorflow as tf
@@ -141,9 +142,13 @@ def test_the_decode_is_at_the_smallest_dct_scale_that_covers_the_output(size, ra
 
 
 def test_a_one_pixel_window_is_that_pixel_at_any_output_size():
-    jpeg = _photo(12, (90, 120))  # taller than wide: 120 x 90
+    # Noise, taller than wide (120 x 90): each pixel differs from the ones beside it.
+    noise = np.random.default_rng(12).integers(0, 256, (120, 90, 3), np.uint8)
+    jpeg = photos.jpeg_bytes(PIL.Image.fromarray(noise), quality=95)
     whole = _tensorflows(jpeg)
     for top, left in [(40, 50), (119, 89), (0, 0), (119, 0)]:
+        neighbours = whole[max(top - 1, 0) : top + 2, max(left - 1, 0) : left + 2]
+        assert (neighbours != whole[top, left]).any(axis=-1).sum() == neighbours[..., 0].size - 1
         out = jpeg_blocks.decode_resized_into(
             jpeg, np.zeros((4, 6, 3), np.uint8), _window(top, left, 1, 1)
         )
