@@ -153,3 +153,11 @@ def test_a_one_pixel_window_is_that_pixel_at_any_output_size():
             jpeg, np.zeros((4, 6, 3), np.uint8), _window(top, left, 1, 1)
         )
         assert (out == whole[top, left]).all(), (top, left)
+
+
+def test_a_new_block_holds_each_image_in_its_row():
+    jpegs = [_photo(seed, (120, 90)) for seed in (14, 15)]
+    rows = jpeg_blocks.decode_resized_block(jpegs, (80, 108, 3))
+    assert rows.shape == (2, 80, 108, 3) and rows.dtype == np.uint8
+    for row, jpeg in zip(rows, jpegs, strict=True):
+        np.testing.assert_array_equal(row, _linear(_tensorflows(jpeg), 80, 108))
