@@ -336,7 +336,12 @@ def test_importing_the_package_loads_no_tensorflow():
         "cats_vs_dogs_fast, stanford_dogs_tfrecord; print('tensorflow' in sys.modules)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=REPO
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"

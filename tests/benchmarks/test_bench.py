@@ -2,8 +2,9 @@
 
 No timing assertions: speed is what the benchmark prints. The checks here are
 that every pipeline ran and counted every image of the split in every epoch
-(a real correctness check of all the pipelines), that the figures in the JSON
-are consistent with each other, and that the chart and --compare work.
+(a real correctness check of all the pipelines), that the cache column is the
+cache over the split's pixel bytes as the build counts them, and that the chart
+and --compare work.
 """
 
 import json
@@ -51,27 +52,27 @@ def test_every_pipeline_counts_every_image_in_every_epoch(stream_run, cats_build
     assert result["machine"]["cpu_count"] > 0 and result["machine"]["tensorflow"]
 
 
-def test_cache_figures_are_those_of_the_cached_rows(stream_run):
+def test_the_cache_column_is_the_cache_over_the_splits_pixel_bytes(stream_run, cats_builder):
+    # The denominator from the build itself (the split's example count, the stored image
+    # shape), not from the benchmark. Not the ratio's size: on this small sample a cache
+    # of a few MiB is within the runtime's own noise, and the ratio swings from 0 to
+    # several x between runs; the instrument is checked on a known allocation below,
+    # the ratios on the real dataset are in docs/benchmarks.md.
     result, _, _ = stream_run
-    images = result["images_per_epoch"]
+    height, width, channels = cats_builder.info.features["image"].shape
+    pixel_bytes = cats_builder.info.splits["train"].num_examples * height * width * channels
     for name, p in result["pipelines"].items():
         s = p["summary"]
-        if not p["cached"]:
-            assert "cache_mib" not in s, name
-            continue
-        (one_round,) = p["rounds"]
-        retained = one_round["retained_anon_mib"]
-        if retained is None:  # No RssAnon (not Linux): the RSS figure instead.
-            retained = one_round["retained_rss_mib"]
-        assert s["cache_mib"] == pytest.approx(max(0.0, retained), abs=0.05), name
-        uint8_bytes = images * bench_stream.UINT8_BYTES_PER_IMAGE
-        expected = s["cache_mib"] * bench_memory.MiB / uint8_bytes
-        assert s["cache_vs_uint8_bytes"] == pytest.approx(expected, abs=0.01), name
+        assert ("cache_mib" in s) == p["cached"], name
+        if p["cached"]:
+            assert s["cache_mib"] >= 0, name
+            held = s["cache_mib"] * bench_memory.MiB / pixel_bytes
+            assert s["cache_vs_uint8_bytes"] == pytest.approx(held, abs=0.01), name
 
 
 def test_anonymous_memory_counts_what_is_allocated_and_freed():
-    # The instrument behind the cache column: on the tiny sample a cache is a few MiB,
-    # within the runtime's own noise, so it is checked here on a known allocation.
+    # The instrument behind the cache column, on a known allocation larger than the
+    # runtime's own noise.
     if bench_memory.anonymous_in_use() is None:
         pytest.skip("needs Linux's RssAnon")
     size = 64 * bench_memory.MiB

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fast_tfds.cache.memory_budget import available_memory
 
 GIB = 1 << 30
@@ -87,5 +89,30 @@ def test_an_explicit_budget_is_taken_as_given(tmp_path):
     assert (budget.bytes, budget.source) == (123_000_000, "cache_budget=123000000")
 
 
-def test_this_machine_reports_a_positive_budget():
-    assert available_memory().bytes > 0
+def _meminfo(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {key} in /proc/meminfo")
+
+
+def test_this_machine_reports_its_mem_available_or_a_cgroups_headroom():
+    if not Path("/proc/meminfo").exists():
+        pytest.skip("needs Linux's /proc/meminfo")
+    before = _meminfo("MemAvailable")
+    budget = available_memory()
+    after = _meminfo("MemAvailable")
+    # MemAvailable moves while other processes run: what the two reads around the call
+    # saw, give or take a little.
+    slack = 256 << 20
+    low, high = min(before, after) - slack, max(before, after) + slack
+    # Never the "no limit found" fallback (2**62) on a machine that has /proc.
+    assert 0 <= budget.bytes <= _meminfo("MemTotal")
+    if budget.source == "MemAvailable":
+        assert low <= budget.bytes <= high
+    else:  # A cgroup's limit, less what the cgroup uses: under both that limit and MemAvailable.
+        folder = Path(budget.source.removeprefix("the memory limit of cgroup "))
+        limit = folder / "memory.max"
+        limit = limit if limit.exists() else folder / "memory.limit_in_bytes"
+        assert budget.bytes <= int(limit.read_text())
+        assert budget.bytes <= high

@@ -1,7 +1,6 @@
 """as_fast_dataset(service=...) on a real tf.data service: in-process servers and the CLI."""
 
 import collections
-import selectors
 import socket
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 from fast_tfds.cli import service as data_service
+from tests.children import Child
 from tests.helpers import child_env, filenames_of
 from tests.pairs import Truth, epoch
 
@@ -121,30 +121,18 @@ def test_bad_service_options_raise_one_line_value_errors(
 # -- the command line ----------------------------------------------------------
 
 
-def spawn(*args: str) -> subprocess.Popen:
+def spawn(*args: str) -> Child:
     """Starts `fast-tfds service ...` in its own process."""
-    return subprocess.Popen(
+    return Child(
         [sys.executable, "-m", "fast_tfds.cli", "service", *args],
-        stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         env=child_env(),
     )
 
 
-def started_line(proc: subprocess.Popen, timeout: float = 120) -> str:
+def started_line(proc: Child) -> str:
     """The server's 'tf.data service ... at HOST:PORT' line, once it is up."""
-    seen = []
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and proc.poll() is None:
-            if selector.select(timeout=1):
-                seen.append(line := proc.stdout.readline())
-                if line.startswith("tf.data service"):
-                    return line
-    proc.kill()
-    raise AssertionError(f"{proc.args} did not start: {''.join(seen)}")
+    return proc.line_starting("tf.data service")[0]
 
 
 def test_cli_dispatcher_and_worker_serve_an_epoch(cats_data_dir, cats_filenames):

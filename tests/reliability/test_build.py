@@ -23,6 +23,7 @@ from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
 from fast_tfds.samples import stanford_dogs as dogs_sample
+from tests.children import Child
 from tests.helpers import TFDS_CLI
 
 TFDS_BUILD = [*TFDS_CLI, "build"]
@@ -54,27 +55,17 @@ def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes
     )
     config_dir = data_dir / "cats_vs_dogs_fast" / "original"
 
-    build = subprocess.Popen(
-        build_command(manual_dir, data_dir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=ENV,
-    )
+    build = Child(build_command(manual_dir, data_dir), stderr=subprocess.STDOUT, env=ENV)
     # Kill it as soon as it starts generating examples (TFDS's progress bar says so).
-    seen = b""
     try:
-        while b"Generating train examples" not in seen:
-            chunk = build.stdout.read1(65536)
-            assert chunk, f"build ended before generating: {seen[-2000:]!r}"
-            seen += chunk
+        seen = build.until("Generating train examples")
     finally:
         build.send_signal(signal.SIGKILL)
-        build.wait()
-        seen += build.stdout.read()
-        build.stdout.close()
+        rest = build.communicate(timeout=60)[0]
+    seen += rest
     assert build.returncode == -signal.SIGKILL, "the build finished before it was killed"
     # Killed before the shards were written (TFDS logs "Done writing ..." then).
-    assert b"Done writing" not in seen and b"prepared to" not in seen
+    assert "Done writing" not in seen and "prepared to" not in seen
 
     # TFDS writes into incomplete.XXXX_1.0.0 and renames it only at the end.
     leftovers = [p.name for p in config_dir.iterdir()]

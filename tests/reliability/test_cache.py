@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import cats_vs_dogs_fast
+from tests.children import Child
 from tests.helpers import assert_exactly_once, filenames_of
 
 # Reads the train split with a file cache (slowly in the first epoch, which writes
@@ -52,28 +52,24 @@ def read(data_dir, cache, split="train", **options):
     )
 
 
-def start_child(data_dir, cache, *, epochs: int, delay: float) -> subprocess.Popen:
+def start_child(data_dir, cache, *, epochs: int, delay: float) -> Child:
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(
+    return Child(
         [sys.executable, "-c", _CHILD, os.fspath(data_dir), os.fspath(cache), str(epochs)]
         + [str(delay)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
         env=env,
     )
 
 
-def wait_for_examples(child: subprocess.Popen, n: int, timeout: float = 120) -> list[str]:
+def wait_for_examples(child: Child, n: int, timeout: float = 120) -> list[str]:
     """The child's first `n` stdout lines, once it has printed them."""
     lines = []
     deadline = time.monotonic() + timeout
     while len(lines) < n:
-        line = child.stdout.readline()
+        line = child.line(deadline - time.monotonic())
         if not line:
-            raise AssertionError(f"child ended early: {child.stderr.read()[-3000:]}")
+            raise AssertionError(f"child ended early: {child.stderr_text()[-3000:]}")
         lines.append(line)
-        assert time.monotonic() < deadline, "child too slow"
     return lines
 
 
@@ -90,9 +86,7 @@ def test_a_run_killed_mid_epoch_neither_blocks_nor_shortens_the_next(
         wait_for_examples(child, 3)
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
-        child.stderr.close()
+        child.communicate(timeout=60)
     left = cache_files(tmp_path)
     # Precondition: the kill landed mid-write, leaving what makes TF's cache fail.
     assert any(name.endswith("_0.lockfile") for name in left), left
@@ -144,7 +138,7 @@ def test_another_process_writing_the_same_cache_is_left_alone(
     finally:
         if child.poll() is None:
             child.kill()
-            child.communicate()
+            child.communicate(timeout=60)
     assert child.returncode == 0, err[-3000:]
     lines = first + out.splitlines()
     for epoch in range(2):

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import cats_vs_dogs_fast
+from tests.children import Child
 from tests.helpers import assert_exactly_once, filenames_of
 
 ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -78,21 +79,14 @@ _READER = textwrap.dedent(
 )
 
 
-def start_reader(where: str, path, cache, split: str, pause: int = -1) -> subprocess.Popen:
+def start_reader(where: str, path, cache, split: str, pause: int = -1) -> Child:
     command = [sys.executable, "-c", _READER, where, os.fspath(path), os.fspath(cache), split]
-    return subprocess.Popen(
-        [*command, str(pause)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
+    return Child([*command, str(pause)], stdin=subprocess.PIPE, env=ENV)
 
 
-def wait_for(child: subprocess.Popen, line: str) -> None:
-    got = child.stdout.readline().strip()
-    assert got == line, f"{got!r}: {child.stderr.read()[-3000:] if not got else ''}"
+def wait_for(child: Child, line: str) -> None:
+    got = child.line().strip()
+    assert got == line, f"{got!r}: {child.stderr_text()[-3000:] if not got else ''}"
 
 
 def fast_tfds_cache(*args) -> str:
@@ -132,7 +126,7 @@ def test_cache_list_and_clean(cats_data_dir, cats_builder, tmp_path):
         for child in (killed, live):
             wait_for(child, "paused")
         killed.send_signal(signal.SIGKILL)
-        killed.wait()
+        killed.wait(timeout=60)
         shard = sorted(copy.glob("*.tfrecord-00000-*"))[0]
         os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
 
@@ -160,7 +154,7 @@ def test_cache_list_and_clean(cats_data_dir, cats_builder, tmp_path):
         for child in (complete, stale, killed, live):
             if child.poll() is None:
                 child.kill()
-            child.communicate()
+            child.communicate(timeout=60)
 
     # The writer gone, its unfinished cache goes too; nothing is left.
     assert "Removed 1 cache(s)" in fast_tfds_cache("clean", cache, "--all")

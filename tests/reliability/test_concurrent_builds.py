@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 from fast_tfds.cli import verify
+from tests.children import Child
 
 # The real `tfds build` command line, started once its imports are done and a
 # file says go, so that both builds start within milliseconds of each other.
@@ -32,13 +33,9 @@ _CHILD = textwrap.dedent(
 ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def output_until_ready(child: subprocess.Popen) -> str:
+def output_until_ready(child: Child) -> str:
     """The child's output before its 'ready' line (TensorFlow's import notes)."""
-    seen = []
-    while (line := child.stdout.readline()) and line.strip() != "ready":
-        seen.append(line)
-    assert line, "".join(seen)[-3000:]
-    return "".join(seen)
+    return child.line_starting("ready")[1]
 
 
 def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sample, tmp_path):
@@ -47,11 +44,9 @@ def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sam
     args = ["cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast", "--config", "224"]
     args += ["--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(data_dir)]
     children = [
-        subprocess.Popen(
+        Child(
             [sys.executable, "-c", _CHILD, os.fspath(go), *args],
-            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
             env=ENV,
         )
         for _ in range(2)
@@ -66,7 +61,7 @@ def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sam
         for child in children:
             if child.poll() is None:
                 child.kill()
-                child.communicate()
+                child.communicate(timeout=60)
 
     for child, output in zip(children, outputs, strict=True):
         assert child.returncode == 0, output[-3000:]

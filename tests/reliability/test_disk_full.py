@@ -38,6 +38,7 @@ class SmallDisk:
             done = subprocess.run(
                 ["mount", "-t", "tmpfs", "-o", f"size={SMALL}", "tmpfs", os.fspath(folder)],
                 capture_output=True,
+                timeout=60,
             )
             if done.returncode != 0:
                 pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
@@ -51,11 +52,12 @@ class SmallDisk:
     def grow(self) -> None:
         self.limited = False
         if self.kind == "tmpfs":
-            subprocess.run(["mount", "-o", "remount,size=64m", os.fspath(self.folder)], check=True)
+            remount = ["mount", "-o", "remount,size=64m", os.fspath(self.folder)]
+            subprocess.run(remount, check=True, timeout=60)
 
     def release(self) -> None:
         if self.kind == "tmpfs":
-            subprocess.run(["umount", os.fspath(self.folder)], check=False)
+            subprocess.run(["umount", os.fspath(self.folder)], check=False, timeout=60)
 
 
 @pytest.fixture(params=["tmpfs", "rlimit"])

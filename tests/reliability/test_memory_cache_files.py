@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from fast_tfds.cache import disk_rows
+from tests.children import Child
 from tests.helpers import child_env
 
 # Allocates rows in a file in argv[1], writes some, prints the file's path; then
@@ -52,18 +53,15 @@ def leftover(folder: Path) -> Path:
     return path
 
 
-def start_holder(folder: Path) -> tuple[subprocess.Popen, Path]:
+def start_holder(folder: Path) -> tuple[Child, Path]:
     """A live process holding its rows file; stopped by a line on its stdin."""
-    child = subprocess.Popen(
+    child = Child(
         [sys.executable, "-c", _OWNER, os.fspath(folder), "hold"],
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
         env=child_env(),
     )
-    line = child.stdout.readline().strip()
-    assert line, child.stderr.read()[-3000:]
+    line = child.line().strip()
+    assert line, child.stderr_text()[-3000:]
     return child, Path(line)
 
 
@@ -117,7 +115,7 @@ def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
         assert os.fspath(killed) not in listed
     finally:
         holder.kill()
-        holder.communicate()
+        holder.communicate(timeout=60)
     # Its owner killed too, the last file is a leftover like the first.
     cleaned = fast_tfds_cache("clean", folder, cwd=tmp_path, **elsewhere)
     assert "Removed 1 memory-cache file(s)" in cleaned and not live.exists(), cleaned

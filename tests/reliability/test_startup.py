@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from fast_tfds.samples import cats_vs_dogs as cats_archive
+from tests.children import Child
 from tests.helpers import DATASETS, TFDS_CLI, project_modules
 
 TFDS_SCRIPT = Path(sys.executable).with_name("tfds")
@@ -296,16 +297,13 @@ def test_fast_tfds_subcommands_are_quiet(cats_data_dir, tmp_path):
 
 
 def test_fast_tfds_service_is_quiet(tmp_path):
-    server = subprocess.Popen(
+    server = Child(
         [os.fspath(FAST_TFDS_SCRIPT), "service", "dispatcher", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
         env=noisy_env(),
         cwd=tmp_path,
     )
     try:
-        first_line = server.stdout.readline()  # printed once the server is up
+        first_line = server.line()  # printed once the server is up
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=60)

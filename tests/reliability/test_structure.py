@@ -158,7 +158,8 @@ def test_stanford_images_mostly_in_unknown_breed_folders_fail_the_tfds_build(tmp
 
     command = [*TFDS_CLI, "build", "stanford_dogs_tfrecord", "--imports", "stanford_dogs_tfrecord"]
     command += ["--manual_dir", os.fspath(tmp_path), "--data_dir", os.fspath(tmp_path / "data")]
-    done = subprocess.run(command + ["--config", "224"], capture_output=True, text=True, env=ENV)
+    command += ["--config", "224"]
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
 
     output = done.stdout + done.stderr
     assert done.returncode == 1, output[-3000:]
