@@ -51,18 +51,25 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 # its own modules (never the other dataset's).
 MAY_IMPORT = {
     "core": {"core"},
+    "augment": {"augment", "core"},  # TensorFlow-free, shared by both back ends
     "quiet": {"quiet"},
-    "read": {"read", "core"},
-    "loader": {"loader", "core"},
-    "build": {"build", "read", "core"},
-    "datasets": {"build", "read", "loader", "core"},
-    "api": {"build", "read", "loader", "core"},  # fast_tfds/__init__: the public API re-exported
+    "read": {"read", "augment", "core"},
+    "loader": {"loader", "augment", "core"},
+    "build": {"build", "read", "augment", "core"},
+    "datasets": {"build", "read", "loader", "augment", "core"},
+    "api": {
+        "build",
+        "read",
+        "loader",
+        "augment",
+        "core",
+    },  # fast_tfds/__init__: the public API re-exported
     "samples": {"samples"},  # a leaf of the tooling: the demo and the benchmark both use it
-    "cli": {"cli", "build", "read", "core", "quiet", "samples", "datasets"},
+    "cli": {"cli", "build", "read", "augment", "core", "quiet", "samples", "datasets"},
 }
 # `loader` is not here: it needs its extra ([loader]), and without it fails at
 # import with a message that names the extra (tests/loader checks that).
-LIBRARY = ("api", "core", "read", "build", "datasets")
+LIBRARY = ("api", "core", "augment", "read", "build", "datasets")
 TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.samples", "fast_tfds.quiet")
 
 
