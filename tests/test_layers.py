@@ -59,21 +59,22 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 MAY_IMPORT = {
     "core": {"core"},
     "cache": {"cache"},
+    "augment": {"augment", "core", "cache"},  # TensorFlow-free, shared by both back ends
     "quiet": {"quiet"},
-    "read": {"read", "core", "cache"},
-    "loader": {"loader", "core", "cache"},
-    "building": {"building", "read", "core"},
-    "datasets": {"building", "read", "loader", "core"},
+    "read": {"read", "augment", "core", "cache"},
+    "loader": {"loader", "augment", "core", "cache"},
+    "building": {"building", "read", "augment", "core"},
+    "datasets": {"building", "read", "loader", "augment", "core"},
     # fast_tfds/__init__: the public API re-exported
-    "api": {"building", "read", "loader", "core", "cache"},
+    "api": {"building", "read", "loader", "augment", "core", "cache"},
     "samples": {"samples"},  # a leaf of the tooling: the demo and the benchmark both use it
-    "cli": {"cli", "building", "read", "core", "cache", "quiet", "samples", "datasets"},
+    "cli": {"cli", "building", "read", "augment", "core", "cache", "quiet", "samples", "datasets"},
 }
 # The only modules of the TensorFlow-free shared layers that may import TensorFlow.
 TENSORFLOW_IN_SHARED_LAYERS = ("fast_tfds.cache.tf_",)
 # `loader` is not here: it needs its extra ([loader]), and without it fails at
 # import with a message that names the extra (tests/loader checks that).
-LIBRARY = ("api", "core", "cache", "read", "building", "datasets")
+LIBRARY = ("api", "core", "cache", "augment", "read", "building", "datasets")
 TOOLING_PACKAGES = ("fast_tfds.cli", "fast_tfds.samples", "fast_tfds.quiet")
 
 
@@ -197,7 +198,7 @@ def test_the_shared_layers_import_no_tensorflow():
     # the file cache's tf_* modules.
     wrong = []
     for module, path in sorted(MODULES.items()):
-        if layer(module) not in ("core", "cache", "loader"):
+        if layer(module) not in ("core", "cache", "augment", "loader"):
             continue
         names = imported_names(module, path)
         if not module.startswith(TENSORFLOW_IN_SHARED_LAYERS):
