@@ -128,6 +128,50 @@ def test_every_example_once_per_epoch_with_its_own_window(
         assert list(tmp_path.iterdir()), "the cache's rows went to disk"
 
 
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_slice_numbers_its_examples_from_its_own_start(cats_data_dir, cats_split, cache):
+    # As the loader does: example i of 'train[25%:]' is its i-th record as read.
+    ds = cats_vs_dogs_fast.as_fast_dataset(
+        "train[25%:]",
+        data_dir=cats_data_dir,
+        download_and_prepare=False,
+        batch_size=BATCH,
+        dtype=tf.uint8,
+        seed=SEED,
+        as_supervised=False,
+        augment=Augment(),
+        cache=cache,
+    )
+    start = len(cats_split) // 4
+    assert len(cats_split) % 4 == 0
+    for epoch in range(2):
+        got = one_epoch(ds)
+        assert len(got) == len(cats_split) - start
+        for index, (name, _, pixels) in enumerate(cats_split[start:]):
+            np.testing.assert_array_equal(
+                got[name][1], expected_image(Augment(), SEED, epoch, index, pixels)
+            )
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_input_pipelines_keep_the_split_s_example_numbers(cats_data_dir, cats_split, cache):
+    seen = {}
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=1
+        )
+        ds = read(cats_data_dir, cache=cache, input_context=context)
+        epochs = [one_epoch(ds), one_epoch(ds)]
+        assert not seen.keys() & epochs[0].keys()  # the pipelines' shares are disjoint
+        seen.update(epochs[0])
+        for index, (name, _, pixels) in enumerate(cats_split):
+            for epoch, got in enumerate(epochs):
+                if name in got:
+                    want = expected_image(Augment(), SEED, epoch, index, pixels)
+                    np.testing.assert_array_equal(got[name][1], want)
+    assert len(seen) == len(cats_split)
+
+
 def test_the_plans_chosen(cats_data_dir):
     builder = tfds.builder("cats_vs_dogs_fast/224", data_dir=cats_data_dir)
     for cache, plan in ((True, plans.Plan.AUGMENTED_CACHE), (False, plans.Plan.AUGMENTED_STREAM)):
