@@ -221,9 +221,7 @@ def stream(reading: Reading) -> tf.data.Dataset:
         ds = ds.map(run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
         return _finish(reading, ds, dropped=True)
 
-    ds = _epochs(one_epoch, counter.begin)
-    ds._fast_tfds_epochs = counter
-    return ds
+    return _epochs(one_epoch, counter.begin)
 
 
 # -- cache=True: pictures decoded once, crops cut from them every epoch ---------------
