@@ -12,7 +12,9 @@ the parallelism).
 - Flip: `cv2.flip` in place.
 - Colour jitter: brightness, contrast, saturation and hue are each linear in RGB,
   so together they are one 3x4 affine map, applied by one `cv2.transform` pass with
-  saturation to 0..255 at the end (see `Augment` for the definitions). Hue is a
+  saturation to 0..255 at the end (see `Augment` for the definitions). A per-pixel
+  affine map commutes with the resize and the flip up to rounding, so it runs on
+  whichever of the crop and the output has fewer pixels. Hue is a
   rotation of the YIQ chroma plane rather than an HSV round trip: one matrix, not
   three passes with a branchy conversion, and it keeps each pixel's luma.
 """
@@ -141,11 +143,36 @@ def jitter_into(
 
 def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter | None):
     y0, y1, x0, x1 = box
-    _resize_into(picture[y0:y1, x0:x1], out)
+    crop = picture[y0:y1, x0:x1]
+    colour = jitter is not None and jitter.on[i]
+    if colour and crop.shape[0] * crop.shape[1] < out.shape[0] * out.shape[1]:
+        # An enlarged crop: the colour map costs less on its fewer pixels, and being
+        # per pixel and affine it commutes with the resize (and the flip) up to
+        # rounding, so it runs first, on a copy (the cache is never written; and
+        # OpenCV's transform runs several times slower on a strided view).
+        crop = _scratch_copy(crop)
+        cv2.transform(crop, jitter.matrix(i, crop), dst=crop)
+        colour = False
+    _resize_into(crop, out)
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
-    if jitter is not None and jitter.on[i]:
+    if colour:
         cv2.transform(out, jitter.matrix(i, out), dst=out)
+
+
+_local = threading.local()
+
+
+def _scratch_copy(crop: np.ndarray) -> np.ndarray:
+    """`crop` copied into this thread's reused buffer (a fresh allocation of this size
+    is a new mapping, whose page faults cost more than the copy)."""
+    size = crop.size
+    buffer = getattr(_local, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _local.buffer = np.empty(max(size, 256 * 342 * 3), np.uint8)
+    copy = buffer[:size].reshape(crop.shape)
+    np.copyto(copy, crop)
+    return copy
 
 
 def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:
