@@ -143,9 +143,8 @@ class AugmentedBatches:
             if record is None or cache.pictures.images.written[slot]:
                 continue
             jpeg, target, window = self.decode.parse(record)
-            jpeg_blocks.decode_resized_into(jpeg, cache.pictures.images.view(int(slot)), window)
-            cache.targets[slot] = target
-            cache.pictures.images.mark(int(slot))
+            cache.targets[slot] = target  # before the picture is marked as written
+            cache.pictures.fill(int(slot), jpeg, window)
         cache.pictures.serve_into(slots, self.augment, self.seed, epoch, indices, out)
         return [cache.targets[slot] for slot in slots]
 

@@ -16,9 +16,8 @@ import pytest
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
-from fast_tfds.augment import kernels, windows
+from fast_tfds.augment import cached, kernels, windows
 from fast_tfds.core import jpeg_blocks
-from fast_tfds.loader import augmented
 from stanford_dogs_tfrecord import crops
 from tests.loader.test_loader import stored_jpegs, tensorflows_pixels
 
@@ -147,6 +146,19 @@ def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):
         assert sum(same) <= 1
 
 
+@pytest.mark.parametrize("config, size", [("224", 224), ("original", 96)])
+def test_a_cache_without_augment_serves_the_plain_pixels(cats_array_record_dir, config, size):
+    options = {"config": config, "image_size": size}
+    plain = cats_loader(cats_array_record_dir, **options)
+    through_cache = cats_loader(cats_array_record_dir, **options, cache=True)
+    assert through_cache.cache_bytes == through_cache.num_examples * size * size * 3
+    for _ in range(2):  # the fill, then served
+        for (a, la), (b, lb) in zip(plain, through_cache, strict=True):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(a, b)
+    assert through_cache.cache.pictures.images.filled
+
+
 def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
     calls = collections.Counter()
     decode = jpeg_blocks.decode_resized_into
@@ -155,7 +167,7 @@ def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
         calls["decode"] += 1
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(augmented.jpeg_blocks, "decode_resized_into", counting)
+    monkeypatch.setattr(cached.jpeg_blocks, "decode_resized_into", counting)
     loader = cats_loader(cats_array_record_dir, augment=Augment(), cache=True)
     list(loader)
     # Every picture once; the stream's prefetch of the next epoch may decode one whose
