@@ -203,7 +203,9 @@ def test_a_resumed_iterator_continues_with_the_same_windows(cats_array_record_di
     state = json.loads(json.dumps(iterator.get_state()))
     assert (state["epoch"], state["batch_in_epoch"]) == (1, 2)
     rest = list(iterator)
-    restored = iter(cats_loader(cats_array_record_dir, **options))
+    # Without a cache, the resumed run decodes in worker processes: the same windows.
+    workers = {} if cache else {"num_workers": 2}
+    restored = iter(cats_loader(cats_array_record_dir, **options, **workers))
     restored.set_state(state)
     resumed = list(restored)
     assert len(resumed) == len(rest) == len(loader) - 2
