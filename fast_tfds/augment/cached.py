@@ -18,6 +18,8 @@ import numpy as np
 
 from fast_tfds.augment import kernels, ragged, windows
 from fast_tfds.augment.spec import Augment
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.core.hooks import Window
 
 
 class PictureCache:
@@ -56,6 +58,12 @@ class PictureCache:
 
     def __len__(self) -> int:
         return len(self.images)
+
+    def fill(self, slot: int, jpeg: bytes, window: Window | None = None) -> None:
+        """Decodes `jpeg` (cut to `window`, in the stored image's pixels: the part the
+        reference size describes) into `slot` at the cache resolution, and marks it."""
+        jpeg_blocks.decode_resized_into(jpeg, self.images.view(slot), window)
+        self.images.mark(slot)
 
     @property
     def nbytes(self) -> int:

@@ -12,7 +12,9 @@ the parallelism).
 - Flip: `cv2.flip` in place.
 - Colour jitter: brightness, contrast, saturation and hue are each linear in RGB,
   so together they are one 3x4 affine map, applied by one `cv2.transform` pass with
-  saturation to 0..255 at the end (see `Augment` for the definitions). Hue is a
+  saturation to 0..255 at the end (see `Augment` for the definitions). A per-pixel
+  affine map commutes with the resize and the flip up to rounding, so it runs on
+  whichever of the crop and the output has fewer pixels. Hue is a
   rotation of the YIQ chroma plane rather than an HSV round trip: one matrix, not
   three passes with a branchy conversion, and it keeps each pixel's luma.
 """
@@ -27,7 +29,6 @@ import cv2
 import numpy as np
 
 from fast_tfds.augment.windows import Windows
-from fast_tfds.core import jpeg_blocks
 
 # torchvision's grey level (rgb_to_grayscale), used by contrast and saturation.
 GREY = np.array([0.2989, 0.587, 0.114])
@@ -58,8 +59,9 @@ def apply_into(
             f"{out.dtype}{list(out.shape)}: need one picture and one window per "
             "row of a [B, H, W, 3] uint8 batch"
         )
-    boxes = source_boxes(pictures, windows, scale_y, scale_x)
-    _parallel(n, num_threads, lambda i: _one(pictures[i], boxes[i], windows, i, out[i]))
+    boxes = source_boxes(pictures, windows, scale_y, scale_x).tolist()
+    jitter = Jitter(windows) if windows.jittered_mask.any() else None
+    _parallel(n, num_threads, lambda i: _one(pictures[i], boxes[i], windows, i, out[i], jitter))
     return out
 
 
@@ -78,61 +80,128 @@ def source_boxes(pictures, windows: Windows, scale_y=None, scale_x=None) -> np.n
     return np.stack([y0, y1, x0, x1], axis=1)
 
 
-def finish_into(out: np.ndarray, windows: Windows, i: int) -> None:
-    """Flip and jitter of example i on its already cropped and resized picture `out`."""
+class Jitter:
+    """The colour maps of a batch, built once for all its examples (numpy work on tiny
+    matrices holds the GIL, so it is done batched, before the threads start).
+
+    Each example's map is `linear[i] @ rgb + offset[i] * mean_grey`, where
+    mean_grey is the mean grey level of its picture, known only once it is cut.
+    """
+
+    def __init__(self, windows: Windows):
+        b = windows.brightness.astype(np.float64)
+        c = windows.contrast.astype(np.float64)
+        s = windows.saturation.astype(np.float64)[:, None, None]
+        colour = s * np.eye(3) + (1 - s) * np.outer(np.ones(3), GREY)
+        angle = 2 * np.pi * windows.hue.astype(np.float64)
+        rotation = np.zeros((len(angle), 3, 3))
+        rotation[:, 0, 0] = 1
+        rotation[:, 1, 1] = rotation[:, 2, 2] = np.cos(angle)
+        rotation[:, 1, 2], rotation[:, 2, 1] = -np.sin(angle), np.sin(angle)
+        colour = _RGB @ rotation @ _YIQ @ colour
+        self.linear = colour * (c * b)[:, None, None]
+        # Contrast blends with the mean grey level of the brightness-adjusted picture.
+        self.offset = colour.sum(axis=2) * ((1 - c) * b)[:, None]
+        self.uses_mean = c != 1
+        self.on = windows.jittered_mask
+
+    def matrix(self, i: int, image: np.ndarray) -> np.ndarray:
+        """Example i's 3x4 affine map for its cut picture `image`."""
+        matrix = np.empty((3, 4))
+        matrix[:, :3] = self.linear[i]
+        # The mean over every 4th row: the same level within a fraction of one, at a
+        # quarter of the cost (OpenCV takes the strided rows without a copy).
+        grey = float(np.dot(cv2.mean(image[::4])[:3], GREY)) if self.uses_mean[i] else 0.0
+        matrix[:, 3] = self.offset[i] * grey
+        return matrix
+
+
+def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None = None) -> None:
+    """Flip and jitter of example i on its already cropped and resized picture `out`
+    (`jitter`: the batch's `Jitter`, made here if not given)."""
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
     if windows.jittered(i):
-        jitter_into(
-            out,
-            float(windows.brightness[i]),
-            float(windows.contrast[i]),
-            float(windows.saturation[i]),
-            float(windows.hue[i]),
-        )
+        jitter = jitter or Jitter(windows)
+        cv2.transform(out, jitter.matrix(i, out), dst=out)
 
 
 def jitter_into(
     image: np.ndarray, brightness: float, contrast: float, saturation: float, hue: float
 ) -> None:
     """Colour jitter of one [h, w, 3] uint8 RGB picture, in place."""
-    cv2.transform(image, jitter_matrix(image, brightness, contrast, saturation, hue), dst=image)
+    one = Windows(
+        *(np.zeros(1, np.int64) for _ in range(4)),
+        flip=np.zeros(1, bool),
+        brightness=np.array([brightness], np.float32),
+        contrast=np.array([contrast], np.float32),
+        saturation=np.array([saturation], np.float32),
+        hue=np.array([hue], np.float32),
+    )
+    finish_into(image, one, 0)
 
 
-def jitter_matrix(
-    image: np.ndarray, brightness: float, contrast: float, saturation: float, hue: float
-) -> np.ndarray:
-    """The 3x4 affine map (RGB -> RGB, last column the offset) of the four factors."""
-    linear = np.eye(3) * brightness
-    offset = np.zeros(3)
-    if contrast != 1:
-        # The blend's grey level is the mean of the brightness-adjusted picture.
-        mean = brightness * float(np.dot(cv2.mean(image)[:3], GREY))
-        linear = contrast * linear
-        offset = np.full(3, (1 - contrast) * mean)
-    colour = np.eye(3)
-    if saturation != 1:
-        colour = saturation * np.eye(3) + (1 - saturation) * np.outer(np.ones(3), GREY)
-    if hue != 0:
-        angle = 2 * np.pi * hue
-        cos, sin = np.cos(angle), np.sin(angle)
-        rotation = np.array([[1, 0, 0], [0, cos, -sin], [0, sin, cos]])
-        colour = _RGB @ rotation @ _YIQ @ colour
-    return np.concatenate([colour @ linear, (colour @ offset)[:, None]], axis=1)
+def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter | None):
+    y0, y1, x0, x1 = box
+    crop = picture[y0:y1, x0:x1]
+    colour = jitter is not None and jitter.on[i]
+    if colour and crop.shape[0] * crop.shape[1] < out.shape[0] * out.shape[1]:
+        # An enlarged crop: the colour map costs less on its fewer pixels, and being
+        # per pixel and affine it commutes with the resize (and the flip) up to
+        # rounding, so it runs first, on a copy (the cache is never written; and
+        # OpenCV's transform runs several times slower on a strided view).
+        crop = _scratch_copy(crop)
+        cv2.transform(crop, jitter.matrix(i, crop), dst=crop)
+        colour = False
+    _resize_into(crop, out)
+    if windows.flip[i]:
+        cv2.flip(out, 1, dst=out)
+    if colour:
+        cv2.transform(out, jitter.matrix(i, out), dst=out)
 
 
-def _one(picture: np.ndarray, box, windows: Windows, i: int, out: np.ndarray) -> None:
-    y0, y1, x0, x1 = (int(v) for v in box)
-    jpeg_blocks.resize_into(picture[y0:y1, x0:x1], out)
-    finish_into(out, windows, i)
+_local = threading.local()
 
 
+def _scratch_copy(crop: np.ndarray) -> np.ndarray:
+    """`crop` copied into this thread's reused buffer (a fresh allocation of this size
+    is a new mapping, whose page faults cost more than the copy)."""
+    size = crop.size
+    buffer = getattr(_local, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _local.buffer = np.empty(max(size, 256 * 342 * 3), np.uint8)
+    copy = buffer[:size].reshape(crop.shape)
+    np.copyto(copy, crop)
+    return copy
+
+
+def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:
+    """`jpeg_blocks.resize_into`'s filters (bilinear; the area filter for shrinks past
+    2x), without its copy to contiguous memory: a crop of a cached picture is a view
+    with the picture's row stride, which OpenCV reads as it is."""
+    height, width = out.shape[:2]
+    if crop.shape[:2] == (height, width):
+        out[...] = crop
+        return
+    far = crop.shape[0] > 2 * height or crop.shape[1] > 2 * width
+    cv2.resize(
+        crop, (width, height), dst=out, interpolation=cv2.INTER_AREA if far else cv2.INTER_LINEAR
+    )
+
+
+_opencv_single_threaded = False
 _pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
 def _parallel(n: int, num_threads: int, work) -> None:
     """work(i) for i in range(n), in `num_threads` contiguous blocks."""
+    global _opencv_single_threaded
+    if not _opencv_single_threaded:
+        # The blocks are the parallelism; OpenCV's own pool would compete with them.
+        # Set on first use, not at import: importing changes nothing in a process.
+        cv2.setNumThreads(1)
+        _opencv_single_threaded = True
     if num_threads <= 1 or n <= 1:
         for i in range(n):
             work(i)

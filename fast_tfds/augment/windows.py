@@ -61,11 +61,13 @@ class Windows:
 
     def jittered(self, i: int) -> bool:
         """Whether example i's colours change."""
-        return bool(
-            self.brightness[i] != 1
-            or self.contrast[i] != 1
-            or self.saturation[i] != 1
-            or self.hue[i] != 0
+        return bool(self.jittered_mask[i])
+
+    @property
+    def jittered_mask(self) -> np.ndarray:
+        """bool [n]: whose colours change."""
+        return (
+            (self.brightness != 1) | (self.contrast != 1) | (self.saturation != 1) | (self.hue != 0)
         )
 
 

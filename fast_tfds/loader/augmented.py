@@ -128,11 +128,12 @@ class AugmentedBatches:
             boxes[:, 3],
             self.decode.image_size,
         )
+        jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
         for i, (jpeg, _, _) in enumerate(parsed):
             top, left, height, width = drawn.window(i)
             crop = (int(boxes[i, 0]) + top, int(boxes[i, 1]) + left, height, width)
             jpeg_blocks.decode_resized_into(jpeg, out[i], lambda _h, _w, crop=crop: crop)
-            kernels.finish_into(out[i], drawn, i)
+            kernels.finish_into(out[i], drawn, i, jitter)
         return [target for _, target, _ in parsed]
 
     def _serve_into(self, epoch: int, indices, records, out) -> list:
@@ -142,9 +143,8 @@ class AugmentedBatches:
             if record is None or cache.pictures.images.written[slot]:
                 continue
             jpeg, target, window = self.decode.parse(record)
-            jpeg_blocks.decode_resized_into(jpeg, cache.pictures.images.view(int(slot)), window)
-            cache.targets[slot] = target
-            cache.pictures.images.mark(int(slot))
+            cache.targets[slot] = target  # before the picture is marked as written
+            cache.pictures.fill(int(slot), jpeg, window)
         cache.pictures.serve_into(slots, self.augment, self.seed, epoch, indices, out)
         return [cache.targets[slot] for slot in slots]
 

@@ -48,7 +48,9 @@ class LoaderOptions:
         epochs decode nothing. With `augment` cropping, the pictures are kept at
         `cache_shorter_side` (aspect kept, never enlarged) and every epoch's crops
         are cut from them; otherwise at the output size. Needs num_workers=0 (the
-        cache lives in this process). Its size is `FastLoader.cache_bytes`.
+        cache lives in this process). Its size is `FastLoader.cache_bytes`, fixed
+        when the loader is made: for images of their own sizes (or cut to a
+        hook's window) that reads each record's JPEG header once, decoding nothing.
       cache_shorter_side: the cached pictures' shorter side; None: output * 8/7
         (256 for 224), which serves a 0.875 center crop at full resolution.
     """

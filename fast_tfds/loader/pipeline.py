@@ -12,6 +12,11 @@ shard and `p`. An iterator's state is therefore just its position: resuming
 slices the dataset there and gives exactly the rest of the epoch, whatever the
 number of threads or workers.
 
+With `augment=` or `cache=True`, records are tagged with their epoch and example
+index before the shard is taken and shuffled, and whole batches are made by
+`augmented.AugmentedBatches` (Grain's `batch_fn`): windows drawn from
+(seed, epoch, example), pictures decoded or cut from the cache.
+
 The loader keeps one stream of batches running across epochs (decode threads,
 or worker processes with their prefetch), so a new epoch neither restarts
 workers nor waits for a first batch: the next `iter()` continues the stream
@@ -120,7 +125,9 @@ class FastLoader:
         )
         shard = range(options.shard_index, len(self.source), options.shard_count)
         stored = self.source.stored_size
-        if stored is not None and (self.decode.parts is None or not crops):
+        if not crops:  # The cache holds the output itself; its windows are whole pictures.
+            heights, widths = np.full(len(shard), size[0]), np.full(len(shard), size[1])
+        elif stored is not None and self.decode.parts is None:
             heights, widths = np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
         else:  # Sizes vary (or a hook's window cuts each): read each JPEG's header.
             heights, widths = augmented.reference_sizes(self.source.records, shard, self.decode)

@@ -9,7 +9,6 @@ import pytest
 import simplejpeg
 
 from fast_tfds.augment import Augment, cached, ragged
-from fast_tfds.core import jpeg_blocks
 from tests.augment.test_kernels import coordinates, smooth_photo
 
 
@@ -65,8 +64,8 @@ def filled_cache(jpegs, shorter_side=256):
     heights, widths = zip(*(simplejpeg.decode_jpeg_header(j)[:2] for j in jpegs), strict=True)
     cache = cached.PictureCache(heights, widths, (224, 224), shorter_side)
     for i, jpeg in enumerate(jpegs):
-        jpeg_blocks.decode_resized_into(jpeg, cache.images.view(i))
-        cache.images.mark(i)
+        cache.fill(i, jpeg)
+    assert cache.images.filled
     return cache
 
 

@@ -160,3 +160,28 @@ def test_a_wrong_batch_is_one_line():
     drawn = windows.sample(Augment(), 0, 0, [0, 1], [10, 10], [10, 10])
     with pytest.raises(ValueError, match="2 pictures and 2 windows for an output of uint8"):
         kernels.apply_into([coordinates(10, 10)] * 2, drawn, np.zeros((3, 8, 8, 3), np.uint8))
+
+
+def test_jitter_on_the_crop_or_on_the_output_gives_the_same_picture():
+    # Crops smaller than the output are jittered before the resize (fewer pixels),
+    # larger ones after: either way within rounding of jittering the resized crop.
+    rng = np.random.default_rng(3)
+    picture = smooth_photo(rng, 300, 400)
+    augment = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
+    drawn = windows.sample(augment, 0, 0, np.arange(40), [300] * 40, [400] * 40)
+    out = kernels.apply_into([picture] * 40, drawn, np.zeros((40, 160, 160, 3), np.uint8))
+    smaller = 0
+    for i in range(40):
+        top, left, height, width = drawn.window(i)
+        smaller += height * width < 160 * 160
+        reference = cv2.resize(
+            picture[top : top + height, left : left + width],
+            (160, 160),
+            interpolation=cv2.INTER_AREA if max(height, width) > 320 else cv2.INTER_LINEAR,
+        )
+        kernels.finish_into(reference, drawn, i)
+        assert np.abs(out[i].astype(int) - reference).mean() <= 0.6, (
+            i,
+            np.abs(out[i].astype(int) - reference).mean(),
+        )
+    assert 5 < smaller < 35  # both orders ran

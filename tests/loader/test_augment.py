@@ -16,9 +16,8 @@ import pytest
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
-from fast_tfds.augment import kernels, windows
+from fast_tfds.augment import cached, kernels, windows
 from fast_tfds.core import jpeg_blocks
-from fast_tfds.loader import augmented
 from stanford_dogs_tfrecord import crops
 from tests.loader.test_loader import stored_jpegs, tensorflows_pixels
 
@@ -45,25 +44,39 @@ def cats_split(cats_array_record_dir):
     return [tensorflows_pixels(ex["image"]) for ex in source], [int(ex["label"]) for ex in source]
 
 
-def grain_order(n: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
-    """The example indices of one epoch as Grain's own shuffle orders them."""
-    ds = grain.MapDataset.range(n)
-    ds = (ds.shuffle(seed=seed) if shuffle else ds).repeat()
-    return [ds[epoch * n + k] for k in range(n)]
+def grain_order(n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)) -> list[int]:
+    """The example indices of one epoch of a shard as Grain's own shuffle orders them."""
+    ds = grain.MapDataset.range(n)[shard[0] :: shard[1]]
+    size = len(ds)
+    ds = ds.shuffle(seed=seed).repeat()
+    return [ds[epoch * size + k] for k in range(size)]
 
 
-def expected_epoch(augment, seed, epoch, split, shuffle=True):
-    """What an augmented epoch must be: Grain's order, each example cut with its window."""
+def expected_epoch(augment, seed, epoch, split, shard=(0, 1), cache=True):
+    """What an augmented epoch must be: Grain's order, each example cut with its window.
+
+    The batch kernel (the cache's path) jitters a crop smaller than the output before
+    resizing it; decoding each JPEG (cache=False) jitters the decoder's output."""
     pixels, labels = split
-    order = grain_order(len(labels), seed, epoch, shuffle)
+    order = grain_order(len(labels), seed, epoch, shard)
     out = []
     for start in range(0, len(order), BATCH):
         indices = order[start : start + BATCH]
         n = len(indices)
         drawn = windows.sample(augment, seed, epoch, indices, [224] * n, [224] * n)
+        cut = drawn
+        if not cache:
+            ones = np.ones(n, np.float32)
+            cut = dataclasses.replace(
+                drawn, brightness=ones, contrast=ones, saturation=ones, hue=0 * ones
+            )
         expected = kernels.apply_into(
-            [pixels[i] for i in indices], drawn, np.zeros((n, 224, 224, 3), np.uint8)
+            [pixels[i] for i in indices], cut, np.zeros((n, 224, 224, 3), np.uint8)
         )
+        if not cache:
+            unflipped = dataclasses.replace(drawn, flip=np.zeros(n, bool))
+            for i in range(n):
+                kernels.finish_into(expected[i], unflipped, i)
         out.append((expected, [labels[i] for i in indices], indices))
     return out
 
@@ -78,7 +91,7 @@ def test_every_example_once_per_epoch_with_its_own_window(
     loader = cats_loader(cats_array_record_dir, augment=augment, cache=cache)
     _, labels = cats_split
     for epoch in range(3):
-        expected = expected_epoch(augment, loader.seed, epoch, cats_split)
+        expected = expected_epoch(augment, loader.seed, epoch, cats_split, cache=cache)
         got = list(loader)
         assert len(got) == len(expected) == len(loader)
         seen = []
@@ -93,6 +106,28 @@ def test_every_example_once_per_epoch_with_its_own_window(
     if cache:
         assert loader.cache.pictures.images.filled
         assert loader.cache_bytes == len(labels) * 224 * 224 * 3
+
+
+@pytest.mark.parametrize("cache", [False, True])
+@pytest.mark.parametrize("shard_index", [0, 1])
+def test_each_shard_draws_the_windows_of_its_own_examples(
+    cats_array_record_dir, cats_split, shard_index, cache
+):
+    loader = cats_loader(
+        cats_array_record_dir,
+        augment=Augment(),
+        shard_index=shard_index,
+        shard_count=2,
+        cache=cache,
+    )
+    for epoch in range(2):
+        expected = expected_epoch(Augment(), loader.seed, epoch, cats_split, (shard_index, 2))
+        got = list(loader)
+        assert len(got) == len(expected)
+        for (images, labels), (want, want_labels, indices) in zip(got, expected, strict=True):
+            assert all(i % 2 == shard_index for i in indices)
+            assert labels.tolist() == want_labels
+            np.testing.assert_array_equal(images, want)
 
 
 def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):
@@ -111,6 +146,19 @@ def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):
         assert sum(same) <= 1
 
 
+@pytest.mark.parametrize("config, size", [("224", 224), ("original", 96)])
+def test_a_cache_without_augment_serves_the_plain_pixels(cats_array_record_dir, config, size):
+    options = {"config": config, "image_size": size}
+    plain = cats_loader(cats_array_record_dir, **options)
+    through_cache = cats_loader(cats_array_record_dir, **options, cache=True)
+    assert through_cache.cache_bytes == through_cache.num_examples * size * size * 3
+    for _ in range(2):  # the fill, then served
+        for (a, la), (b, lb) in zip(plain, through_cache, strict=True):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(a, b)
+    assert through_cache.cache.pictures.images.filled
+
+
 def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
     calls = collections.Counter()
     decode = jpeg_blocks.decode_resized_into
@@ -119,7 +167,7 @@ def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
         calls["decode"] += 1
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(augmented.jpeg_blocks, "decode_resized_into", counting)
+    monkeypatch.setattr(cached.jpeg_blocks, "decode_resized_into", counting)
     loader = cats_loader(cats_array_record_dir, augment=Augment(), cache=True)
     list(loader)
     # Every picture once; the stream's prefetch of the next epoch may decode one whose
@@ -155,7 +203,9 @@ def test_a_resumed_iterator_continues_with_the_same_windows(cats_array_record_di
     state = json.loads(json.dumps(iterator.get_state()))
     assert (state["epoch"], state["batch_in_epoch"]) == (1, 2)
     rest = list(iterator)
-    restored = iter(cats_loader(cats_array_record_dir, **options))
+    # Without a cache, the resumed run decodes in worker processes: the same windows.
+    workers = {} if cache else {"num_workers": 2}
+    restored = iter(cats_loader(cats_array_record_dir, **options, **workers))
     restored.set_state(state)
     resumed = list(restored)
     assert len(resumed) == len(rest) == len(loader) - 2
