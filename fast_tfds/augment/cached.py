@@ -19,7 +19,7 @@ import numpy as np
 from fast_tfds.augment import kernels, ragged, windows
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core import jpeg_blocks
-from fast_tfds.core.hooks import Window
+from fast_tfds.core.dataset_hooks import Window
 
 
 class PictureCache:

@@ -302,15 +302,12 @@ class AugmentCache:
             slot = int(slot)
             if images.written[slot]:
                 continue
+            for key, values in zip(self.keys, features, strict=True):
+                self.features[key][slot] = values[i]  # before the picture is marked written
             try:
-                jpeg_blocks.decode_resized_into(
-                    jpegs[i], images.view(slot), _fixed_window(boxes[i])
-                )
+                self.pictures.fill(slot, jpegs[i], _fixed_window(boxes[i]))
             except (OSError, ValueError) as err:
                 raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
-            for key, values in zip(self.keys, features, strict=True):
-                self.features[key][slot] = values[i]
-            images.mark(slot)
         self._when_filled()
         return self._serve_into(epoch, slots, indices)
 

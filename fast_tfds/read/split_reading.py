@@ -87,7 +87,9 @@ class Reading:
             offsets=offsets,
             augment=opts.augment,
             augment_seed=(
-                random.SystemRandom().randrange(SEED_LIMIT) if opts.seed is None else opts.seed
+                random.SystemRandom().randrange(SEED_LIMIT)
+                if opts.seed is None and opts.augment is not None
+                else opts.seed or 0
             ),
             cache_shorter_side=opts.cache_shorter_side,
         )

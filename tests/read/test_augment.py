@@ -90,11 +90,21 @@ def one_epoch(ds) -> dict[str, tuple[int, np.ndarray]]:
     return out
 
 
-def expected_image(augment, seed, epoch, index, pixels, size=(224, 224)) -> np.ndarray:
-    """Example `index`'s window of `epoch`, cut out of its full picture by the kernel."""
+def expected_image(augment, seed, epoch, index, pixels, size=(224, 224), cache=True):
+    """Example `index`'s window of `epoch`, cut out of its full picture by the kernel.
+
+    The kernel (the cache's path) jitters a crop smaller than the output before
+    resizing it; decoding each JPEG (cache=False) jitters the resized picture."""
     height, width = pixels.shape[:2]
     drawn = windows.sample(augment, seed, epoch, [index], [height], [width], size)
-    return kernels.apply_into([pixels], drawn, np.zeros((1, *size, 3), np.uint8))[0]
+    if cache:
+        return kernels.apply_into([pixels], drawn, np.zeros((1, *size, 3), np.uint8))[0]
+    plain = dataclasses.replace(
+        drawn, brightness=np.ones(1), contrast=np.ones(1), saturation=np.ones(1), hue=np.zeros(1)
+    )
+    out = kernels.apply_into([pixels], plain, np.zeros((1, *size, 3), np.uint8))
+    kernels.finish_into(out[0], dataclasses.replace(drawn, flip=np.zeros(1, bool)), 0)
+    return out[0]
 
 
 CACHES = {"no cache": {"cache": False}, "memory": {"cache": True}, "disk": "disk"}
@@ -121,9 +131,8 @@ def test_every_example_once_per_epoch_with_its_own_window(
         # 224 stored and read at 224: the cache holds the stored pixels and both paths
         # cut the same window with the same filter as the kernel: equal pixels.
         for index, (name, _, pixels) in enumerate(cats_split):
-            np.testing.assert_array_equal(
-                got[name][1], expected_image(augment, SEED, epoch, index, pixels)
-            )
+            image = expected_image(augment, SEED, epoch, index, pixels, cache=kind != "no cache")
+            np.testing.assert_array_equal(got[name][1], image)
     if kind == "disk":
         assert list(tmp_path.iterdir()), "the cache's rows went to disk"
 
@@ -414,6 +423,27 @@ def test_stanford_dogs_crops_lie_within_the_box(stanford_tfrecord_dir, stanford_
         # Every example once, each with its own window inside its box (boxes of a 224
         # picture are cached whole: the same pixels with and without the cache).
         assert got == expected
+
+
+def test_stanford_dogs_boxes_come_with_augmented_crops(stanford_tfrecord_dir, stanford_split):
+    ds = stanford_dogs_tfrecord.as_fast_dataset(
+        "train",
+        data_dir=stanford_tfrecord_dir,
+        download_and_prepare=False,
+        batch_size=4,
+        dtype=tf.uint8,
+        seed=7,
+        crop_to_box=True,
+        with_boxes=True,
+        augment=Augment(),
+        cache=False,
+    )
+    labels = []
+    for images, targets in ds:
+        assert images.shape[1:] == (224, 224, 3)
+        assert targets["bbox"].shape.as_list() == [images.shape[0], None, 4]
+        labels += targets["label"].numpy().tolist()
+    assert sorted(labels) == sorted(label for label, _, _ in stanford_split)
 
 
 def test_stanford_dogs_cache_needs_fixed_size_features(stanford_tfrecord_dir):
