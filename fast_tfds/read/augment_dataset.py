@@ -168,32 +168,32 @@ class CroppedDecoder:
     size: tuple[int, int]
 
     def __call__(self, epoch, indices, jpegs, boxes) -> np.ndarray:
-        out = np.empty((len(jpegs), *self.size, 3), np.uint8)
+        n = len(jpegs)
+        out = np.empty((n, *self.size, 3), np.uint8)
+        # Reference boxes (top, left, height, width) in the stored pictures: the hook's
+        # windows, else the whole pictures, from their headers; then the block's windows
+        # in one vectorized draw (a draw per picture costs a quarter of its decode).
+        refs = np.zeros((n, 4), np.int64)
         for i, data in enumerate(jpegs):
-            drawn = []
-
-            def window(height, width, i=i, drawn=drawn):
-                top, left, ref_height, ref_width = (
-                    (0, 0, height, width) if boxes.shape[1] == 0 else (int(v) for v in boxes[i])
-                )
-                example = windows.sample(
-                    self.augment,
-                    self.seed,
-                    int(epoch),
-                    indices[i : i + 1],
-                    [ref_height],
-                    [ref_width],
-                    self.size,
-                )
-                drawn[:] = [example]
-                y, x, h, w = example.window(0)
-                return top + y, left + x, h, w
-
+            if boxes.shape[1]:
+                refs[i] = boxes[i]
+                continue
             try:
-                jpeg_blocks.decode_resized_into(data, out[i], window)
+                refs[i, 2:] = picture_size(data)
             except (OSError, ValueError) as err:
                 raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
-            kernels.finish_into(out[i], drawn[-1], 0)
+        drawn = windows.sample(
+            self.augment, self.seed, int(epoch), indices, refs[:, 2], refs[:, 3], self.size
+        )
+        jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
+        for i, data in enumerate(jpegs):
+            top, left, height, width = drawn.window(i)
+            crop = (int(refs[i, 0]) + top, int(refs[i, 1]) + left, height, width)
+            try:
+                jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
+            except (OSError, ValueError) as err:
+                raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+            kernels.finish_into(out[i], drawn, i, jitter)
         return out
 
 
