@@ -1,6 +1,7 @@
 """The augmentation kernel from a ragged cache against TF official random-resized crop.
 
     python benchmarks/experiments/augment_kernels.py [--photos 400] [--rounds 3] [--threads 2]
+        [--data-dir DIR]
 
 Photo-like JPEGs of the sample's sizes (`fast_tfds.samples.photos`, 220-500 px a
 side) are made in memory; then, in interleaved rounds (so that the CPU's swings hit
@@ -15,6 +16,10 @@ every row alike), best round reported:
   `tf.image.decode_and_crop_jpeg` + `tf.image.resize` (bilinear) to 224 + random
   flip, per example in `Dataset.map`, batch 64, uint8 out, on a private tf.data
   thread pool of `--threads` threads (TF's intra-op pool also `--threads`).
+
+With `--data-dir` (cats_vs_dogs_fast 'original' built as ArrayRecord there), the
+Grain loader with `augment=Augment(), cache=True` (batch 64, `--threads` threads)
+is timed too: its first epoch (decodes into the cache) and its served epochs.
 
 Ratios are against TF official; the jitter row is also given against ours without
 jitter. Each row also gives images per CPU-second of this process (user + system),
@@ -118,12 +123,43 @@ def tf_official(jpegs, threads: int, batch: int = 64):
     return epoch
 
 
+def grain_loader(data_dir: str, threads: int):
+    """(epoch 1's `timed` pair, `served()`: the pair of 5 more epochs) of the Grain loader
+    with random-resized crops + flips and its cache. Endless iteration: the loader
+    prefetches a few batches ahead, across epochs, so several epochs are timed at once."""
+    import cats_vs_dogs_fast
+    from fast_tfds import Augment
+
+    loader = cats_vs_dogs_fast.as_fast_loader(
+        "train",
+        data_dir=data_dir,
+        config="original",
+        image_size=224,
+        download_and_prepare=False,
+        batch_size=64,
+        seed=0,
+        num_threads=threads,
+        augment=Augment(),
+        cache=True,
+        drop_remainder=True,
+        num_epochs=None,
+    )
+    batches = iter(loader)
+
+    def take(count: int) -> int:
+        return sum(len(next(batches)[1]) for _ in range(count))
+
+    first = timed(lambda: take(len(loader)))
+    return first, lambda: timed(lambda: take(5 * len(loader)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photos", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--passes", type=int, default=5, help="epochs per round of ours")
+    parser.add_argument("--data-dir", help="also time the Grain loader on this data dir")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from fast_tfds.quiet import quiet_tensorflow
@@ -140,10 +176,16 @@ def main() -> None:
     official = tf_official(jpegs, args.threads)
     official()  # traces the graph
     rows = {"ours": [], "ours + jitter": [], "TF official": []}
+    if args.data_dir:
+        first, loader_epochs = grain_loader(args.data_dir, args.threads)
+        rows["Grain loader, epoch 1 (fill)"] = [first]
+        rows["Grain loader, cached epochs"] = []
     for _ in range(args.rounds):
         rows["ours"].append(ours(cache, plain, args.threads, args.passes))
         rows["ours + jitter"].append(ours(cache, jitter, args.threads, args.passes))
         rows["TF official"].append(max(official() for _ in range(2)))
+        if args.data_dir:
+            rows["Grain loader, cached epochs"].append(loader_epochs())
     best = {name: max(v[0] for v in values) for name, values in rows.items()}
     per_cpu = {name: max(v[1] for v in values) for name, values in rows.items()}
     print(
@@ -156,7 +198,7 @@ def main() -> None:
         extra = f", {value / best['ours']:.2f}x ours" if name == "ours + jitter" else ""
         cpu = per_cpu[name] / per_cpu["TF official"]
         print(
-            f"{name:14s} {value:9,.0f} images/s  {ratio:5.2f}x TF official{extra};  "
+            f"{name:28s} {value:9,.0f} images/s  {ratio:5.2f}x TF official{extra};  "
             f"{per_cpu[name]:7,.0f} images/CPU-s  {cpu:5.2f}x TF official"
         )
 
