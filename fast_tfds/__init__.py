@@ -6,6 +6,8 @@ Layers, each a subpackage, importing downward only:
         -> fast_tfds.building  (builders: sources, shards, skips, Beam)
         -> fast_tfds.read   (the fast tf.data reader)      -> fast_tfds.core
         -> fast_tfds.loader (ArrayRecord + Grain batches)  -> fast_tfds.core
+    fast_tfds.augment: crops, flips and colour jitter for both readers, without
+        TensorFlow (-> fast_tfds.core).
     fast_tfds.core: what both readers share, without TensorFlow (builder lookup,
         options, output sizes, the JPEG block decoder, dataset hooks, memory budget).
     fast_tfds.cli, fast_tfds.samples, fast_tfds.quiet: tooling on top of them (the
@@ -24,6 +26,7 @@ _EXPORTS = {
     "read_split": "fast_tfds.read.reader",
     "load_builder": "fast_tfds.core.builder_lookup",
     "as_fast_loader": "fast_tfds.loader",
+    "Augment": "fast_tfds.augment.spec",
     "ReadOptions": "fast_tfds.read.options",
     "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",
     "decode_jpeg_block_into": "fast_tfds.core.jpeg_blocks",

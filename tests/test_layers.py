@@ -60,10 +60,10 @@ from tests.helpers import DATASETS, REPO, child_env, project_modules
 MAY_IMPORT = {
     "core": {"core"},
     "cache": {"cache"},
+    "augment": {"augment", "core", "cache"},  # TensorFlow-free, shared by both back ends
     "quiet": {"quiet"},
     "read": {"read", "augment", "core", "cache"},
     "loader": {"loader", "augment", "core", "cache"},
-    "augment": {"augment", "core", "cache"},  # TensorFlow-free, shared by both back ends
     "building": {"building", "read", "augment", "core"},
     "datasets": {"building", "read", "loader", "augment", "core"},
     # fast_tfds/__init__: the public API re-exported

@@ -46,6 +46,11 @@ class DecodeExample:
     parts: ExampleParts | None = None
 
     def __call__(self, record: bytes):
+        jpeg, target, window = self.parse(record)
+        return decode(jpeg, self.image_size, window), target
+
+    def parse(self, record: bytes) -> tuple[bytes, object, Window | None]:
+        """(JPEG bytes, the label or the hook's target, the hook's window or None)."""
         try:
             feature = tf_example_pb2.Example.FromString(record).features.feature
             jpeg = feature["image"].bytes_list.value[0]
@@ -53,18 +58,16 @@ class DecodeExample:
             values = {} if self.parts is None else _values(feature, self.parts.keys)
         except Exception as err:  # protobuf's DecodeError, a missing key or value
             raise BadRecord(f"a record is not an image example ({err})") from None
-        window = None if self.parts is None else self.parts.window(values)
-        image = decode(jpeg, self.image_size, window)
         if self.parts is None:
-            return image, label
-        return image, self.parts.target(values, label)
+            return jpeg, label, None
+        return jpeg, self.parts.target(values, label), self.parts.window(values)
 
 
 def decode(jpeg: bytes, size: tuple[int, int] | None, window: Window | None) -> np.ndarray:
     """The image of `jpeg`, cut to `window` and resized to `size` (height, width); with
     size None, the window (or the whole image) at the stored resolution."""
     if size is None:
-        height, width = _stored_size(jpeg)
+        height, width = stored_size(jpeg)
         _, _, height, width = window(height, width) if window else (0, 0, height, width)
         size = (height, width)
     # A window of exactly the output size makes the decoder's resize a plain copy,
@@ -72,7 +75,7 @@ def decode(jpeg: bytes, size: tuple[int, int] | None, window: Window | None) -> 
     return jpeg_blocks.decode_resized_into(jpeg, np.empty((*size, 3), np.uint8), window)
 
 
-def _stored_size(jpeg: bytes) -> tuple[int, int]:
+def stored_size(jpeg: bytes) -> tuple[int, int]:
     """(height, width) of the stored image, from its header alone."""
     try:
         height, width, _, _ = simplejpeg.decode_jpeg_header(jpeg)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import SEED_LIMIT, check_batch_size, check_bool, check_int, check_seed
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
@@ -39,6 +40,19 @@ class LoaderOptions:
       num_workers: decoding processes besides this one (0: decode in this
         process's threads, the fastest on few cores).
       worker_buffer_size: batches each worker process prepares ahead.
+      augment: a `fast_tfds.Augment` (random-resized or center crop, flip, colour
+        jitter), drawn for each example from (seed, epoch, example index): a new
+        window every epoch, the same ones on a seeded rerun or after `set_state`.
+        None: every image resized whole, as stored.
+      cache: keep each picture decoded in memory after its first epoch, so later
+        epochs decode nothing. With `augment` cropping, the pictures are kept at
+        `cache_shorter_side` (aspect kept, never enlarged) and every epoch's crops
+        are cut from them; otherwise at the output size. Needs num_workers=0 (the
+        cache lives in this process). Its size is `FastLoader.cache_bytes`, fixed
+        when the loader is made: for images of their own sizes (or cut to a
+        hook's window) that reads each record's JPEG header once, decoding nothing.
+      cache_shorter_side: the cached pictures' shorter side; None: output * 8/7
+        (256 for 224), which serves a 0.875 center crop at full resolution.
     """
 
     batch_size: int = 32
@@ -52,6 +66,9 @@ class LoaderOptions:
     num_threads: int | None = None
     num_workers: int = 0
     worker_buffer_size: int = 2
+    augment: Augment | None = None
+    cache: bool = False
+    cache_shorter_side: int | None = None
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size, optional=False)
@@ -69,6 +86,14 @@ class LoaderOptions:
         check_int("num_threads", self.num_threads, optional=True)
         check_int("num_workers", self.num_workers, minimum=0)
         check_int("worker_buffer_size", self.worker_buffer_size)
+        check_augment(self.augment)
+        check_bool("cache", self.cache)
+        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
+        if self.cache and self.num_workers:
+            raise ValueError(
+                f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "
+                "in this process, and its threads decode in parallel"
+            )
 
     @classmethod
     def names(cls) -> frozenset[str]:

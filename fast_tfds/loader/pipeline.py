@@ -12,6 +12,11 @@ shard and `p`. An iterator's state is therefore just its position: resuming
 slices the dataset there and gives exactly the rest of the epoch, whatever the
 number of threads or workers.
 
+With `augment=` or `cache=True`, records are tagged with their epoch and example
+index before the shard is taken and shuffled, and whole batches are made by
+`augmented.AugmentedBatches` (Grain's `batch_fn`): windows drawn from
+(seed, epoch, example), pictures decoded or cut from the cache.
+
 The loader keeps one stream of batches running across epochs (decode threads,
 or worker processes with their prefetch), so a new epoch neither restarts
 workers nor waits for a first batch: the next `iter()` continues the stream
@@ -30,7 +35,9 @@ from typing import Any
 import grain
 import numpy as np
 
+from fast_tfds.augment import ragged
 from fast_tfds.core.options import SEED_LIMIT
+from fast_tfds.loader import augmented
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
@@ -75,6 +82,12 @@ class FastLoader:
             random.SystemRandom().randrange(SEED_LIMIT) if options.seed is None else options.seed
         )
         self.num_threads = options.num_threads or len(os.sched_getaffinity(0))
+        self.cache = self._make_cache()
+        self.batches = None
+        if options.augment is not None or options.cache:
+            self.batches = augmented.AugmentedBatches(
+                decode, options.augment, self.seed, self.cache
+            )
         self.next_epoch = 0  # The epoch the next iter() starts with.
         self._epoch = self._one_epoch()
         if len(self._epoch) == 0:
@@ -85,12 +98,47 @@ class FastLoader:
 
     def _one_epoch(self) -> grain.MapDataset:
         options = self.options
-        ds = grain.MapDataset.source(self.source.records)
+        if self.batches is None:
+            ds = grain.MapDataset.source(self.source.records)
+        else:
+            # Each element tagged with its epoch and example index (see `augmented`).
+            records = augmented.IndexedRecords(self.source.records, self.cache)
+            ds = grain.MapDataset.source(records).map_with_index(augmented.Tag(len(records)))
         ds = ds[options.shard_index :: options.shard_count]
         if options.shuffle:
             ds = ds.shuffle(seed=self.seed)
+        if self.batches is not None:
+            return ds.batch(
+                options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches
+            )
         ds = ds.map(self.decode)
         return ds.batch(options.batch_size, drop_remainder=options.drop_remainder)
+
+    def _make_cache(self) -> augmented.LoaderCache | None:
+        options = self.options
+        if not options.cache:
+            return None
+        size = self.decode.image_size
+        crops = options.augment is not None and options.augment.crop is not None
+        shorter_side = (
+            (options.cache_shorter_side or ragged.default_shorter_side(size)) if crops else None
+        )
+        shard = range(options.shard_index, len(self.source), options.shard_count)
+        stored = self.source.stored_size
+        if not crops:  # The cache holds the output itself; its windows are whole pictures.
+            heights, widths = np.full(len(shard), size[0]), np.full(len(shard), size[1])
+        elif stored is not None and self.decode.parts is None:
+            heights, widths = np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
+        else:  # Sizes vary (or a hook's window cuts each): read each JPEG's header.
+            heights, widths = augmented.reference_sizes(self.source.records, shard, self.decode)
+        return augmented.LoaderCache(
+            heights, widths, size, shorter_side, options.shard_index, options.shard_count
+        )
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of the decoded cache (cache=True), allocated once: the pictures' pixels."""
+        return 0 if self.cache is None else self.cache.nbytes
 
     @property
     def num_examples(self) -> int:
@@ -172,6 +220,8 @@ class FastLoader:
             "seed": self.seed,
             "batch_size": options.batch_size,
             "drop_remainder": options.drop_remainder,
+            # Windows are drawn from the seed and the position: the same recipe only.
+            "augment": None if options.augment is None else repr(options.augment),
         }
 
 

@@ -1,6 +1,11 @@
 """The tf.data back end: the fast reader shared by both datasets (see `reader`).
 
     shard files ─ interleave(TFRecordDataset) ─ the split's serialized records
+      ├ augment= (records tagged with their example index; `augment_dataset`):
+      │   ├ Plan.AUGMENTED_CACHE (cache=True): epoch 1 decodes each picture once into
+      │   │   a picture cache (aspect kept) and cuts the block's crops from it; later
+      │   │   epochs cut a permutation of the split's crops from it, nothing decoded
+      │   └ Plan.AUGMENTED_STREAM (cache=False): each crop drawn, then only it decoded
       ├ JPEGs to a fixed output size, fixed-size features, no transform:
       │   shuffle the records ─ batch ─ parse the block (one op)
       │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block (at a reduced
@@ -19,10 +24,11 @@
 `split_reading` turns them and the split into a `Reading`, `plans` chooses a plan and
 builds its pipeline, `epochs` repeats and declares its length. `records` reads the
 shards, `parsing` parses records, `decoding` decodes pictures, `output` converts each
-batch; `arena_dataset` wires the arena (`fast_tfds.cache`, which also holds the file
-cache and where the rows live) into tf.data, and `service` hands decoding to a tf.data
-service cluster. The names below load on first use, so that a command line importing
-`read.service` for its address parsing does not load TensorFlow.
+batch; `augment_dataset` wires augmentation (`fast_tfds.augment`) into tf.data,
+`arena_dataset` the arena (`fast_tfds.cache`, which also holds the file cache and where
+the rows live), and `service` hands decoding to a tf.data service cluster. The names
+below load on first use, so that a command line importing `read.service` for its address
+parsing does not load TensorFlow.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import check_batch_size, check_int, check_seed, is_int
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
@@ -128,6 +129,20 @@ class ReadOptions:
         never reproducible then. See `fast_tfds.read.service`.
       service_sharding: 'dynamic' (files handed out to whichever worker asks next:
         exactly once per epoch) or 'off' (every worker reads everything).
+      augment: a `fast_tfds.Augment` (random-resized or center crop, flip, colour
+        jitter) drawn for each example from (seed, epoch, example index): a new
+        window every epoch, the same as the Grain loader's for the same seed, epoch
+        and example (the example's position in the split as read; epochs count from
+        0 per iteration of the dataset). Without a seed one is drawn, so epochs
+        still differ. With cache=True each picture is decoded once, in epoch 1, at
+        `cache_shorter_side` (in memory, or on disk over the memory budget), and
+        every epoch's crops are cut from it: later epochs neither decode nor open
+        the shard files. With cache=False each crop is chosen before decoding and
+        only what it needs is decoded. Needs a fixed `image_size`; not with a
+        file cache (cache=PATH) nor `service`. None: no augmentation.
+      cache_shorter_side: with `augment` and cache=True, the cached pictures'
+        shorter side (aspect kept, never enlarged); None: output * 8/7 (256 for
+        224), which serves a 0.875 center crop at full resolution.
     """
 
     batch_size: int | None = 32
@@ -148,6 +163,8 @@ class ReadOptions:
     transform_keys: Collection[str] = ()
     service: str | None = None
     service_sharding: str = "dynamic"
+    augment: Augment | None = None
+    cache_shorter_side: int | None = None
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size)
@@ -176,6 +193,10 @@ class ReadOptions:
                     "deterministic=True: with service= the workers deliver examples as they "
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
+        check_augment(self.augment)
+        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
+        if self.augment is not None:
+            _check_augmented(self)
         object.__setattr__(self, "transform_keys", tuple(self.transform_keys))
 
     @property
@@ -207,6 +228,26 @@ class ReadOptions:
 
     def replace(self, **changes: Any) -> ReadOptions:
         return dataclasses.replace(self, **changes)
+
+
+def _check_augmented(opts: ReadOptions) -> None:
+    """What `augment` cannot go with, each a one-line ValueError naming the argument."""
+    if opts.image_size is None:
+        raise ValueError(
+            "image_size=None: augment= crops and resizes every picture to one output "
+            "size; give image_size= (e.g. 224)"
+        )
+    if opts.cache is not True and opts.cache is not False:
+        raise ValueError(
+            f"cache={os.fspath(opts.cache)!r}: a file cache would freeze the augmented "
+            "pictures of epoch 1; with augment= use cache=True (pictures cached, new crops "
+            "every epoch) or cache=False"
+        )
+    if opts.service is not None:
+        raise ValueError(
+            f"service={opts.service!r}: augment= crops before decoding, here; read "
+            "without service= or without augment="
+        )
 
 
 def _check_cache_dir(cache_dir) -> None:

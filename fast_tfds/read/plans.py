@@ -1,4 +1,4 @@
-"""The four ways `read_split` turns a split's records into batches, and how one is chosen.
+"""The ways `read_split` turns a split's records into batches, and how one is chosen.
 
 Decoding is the expensive step, so it runs in parallel, a block of JPEGs at a time
 where the stored images already have the output size; its uint8 output is what gets
@@ -14,7 +14,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from fast_tfds.cache import tf_file_cache
-from fast_tfds.read import arena_dataset
+from fast_tfds.read import arena_dataset, augment_dataset
 from fast_tfds.read.decoding import decode_jpeg_blocks
 from fast_tfds.read.options import CacheKind
 from fast_tfds.read.parsing import UNBATCHED_BLOCK
@@ -39,11 +39,20 @@ class Plan(enum.Enum):
     # Everything else: examples decoded one at a time, cached per example (in memory
     # or in files) if asked, shuffled and batched.
     PER_EXAMPLE = "per example"
+    # augment=, cache=True: epoch 1 decodes each picture once into a picture cache at
+    # the cache resolution (aspect kept) and serves its crops from it; later epochs
+    # cut every batch's crops out of the cache, in a new order, without decoding.
+    AUGMENTED_CACHE = "augmented cache"
+    # augment=, cache=False: each block of records parsed, each crop chosen before its
+    # picture is decoded, only what it needs decoded; then flip and jitter.
+    AUGMENTED_STREAM = "augmented stream"
 
 
 def choose_plan(reading: Reading) -> Plan:
     """The fastest plan that can produce what the options ask for."""
     kind = reading.cache.kind
+    if reading.augment is not None:  # ReadOptions allows cache=True or False only.
+        return Plan.AUGMENTED_CACHE if kind is CacheKind.MEMORY else Plan.AUGMENTED_STREAM
     if reading.parse_batch is not None:  # JPEGs decoded in blocks to the output size.
         if kind is CacheKind.OFF:
             return Plan.BLOCK_STREAM
@@ -134,9 +143,24 @@ def _per_example(reading: Reading) -> tf.data.Dataset:
     return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
+def _augmented_cache(reading: Reading) -> tf.data.Dataset:
+    """Plan.AUGMENTED_CACHE: records shuffled ─ blocks parsed ─ pictures decoded into the
+    cache and the block's crops served from it (epoch 1); later epochs: a permutation
+    of the split ─ each batch's crops served from the cache ─ output."""
+    return augment_dataset.cached_batches(reading)
+
+
+def _augmented_stream(reading: Reading) -> tf.data.Dataset:
+    """Plan.AUGMENTED_STREAM: records shuffled ─ blocks parsed ─ windows drawn, only
+    what they need decoded, flipped and jittered ─ output."""
+    return augment_dataset.stream(reading)
+
+
 PIPELINES: dict[Plan, Callable[[Reading], tf.data.Dataset]] = {
     Plan.ARENA: _arena,
     Plan.BLOCK_STREAM: _block_stream,
     Plan.ARENA_OF_EXAMPLES: _arena_of_examples,
     Plan.PER_EXAMPLE: _per_example,
+    Plan.AUGMENTED_CACHE: _augmented_cache,
+    Plan.AUGMENTED_STREAM: _augmented_stream,
 }

@@ -69,6 +69,46 @@ def read_records(
     )
 
 
+def instruction_offsets(instructions) -> list[int]:
+    """The example index of each file instruction's first record: its position in the
+    split as read (TFDS's order: the instructions in turn, records in shard order)."""
+    offsets, total = [], 0
+    for fi in instructions:
+        offsets.append(total)
+        total += int(fi.take)
+    return offsets
+
+
+def read_indexed_records(
+    instructions, offsets, *, shuffle: bool, seed: int | None, deterministic: bool
+) -> tf.data.Dataset:
+    """(example index, serialized example) pairs of the given file instructions, files
+    read in parallel. The index is `offsets[k]` + the record's position within
+    instruction k, so neither the file order nor the interleave changes it: it is the
+    example's position in the split, as the Grain loader numbers examples."""
+    files = tf.data.Dataset.from_tensor_slices(
+        (
+            [os.fspath(fi.filename) for fi in instructions],
+            tf.constant([fi.skip for fi in instructions], tf.int64),
+            tf.constant([fi.take for fi in instructions], tf.int64),
+            tf.constant(list(offsets), tf.int64),
+        )
+    )
+    if shuffle:
+        files = files.shuffle(len(instructions), seed=seed, reshuffle_each_iteration=True)
+
+    def indexed(filename, skip, take, offset):
+        indices = tf.data.Dataset.range(offset, offset + take)
+        return tf.data.Dataset.zip(indices, checked_shard_records(filename, skip, take))
+
+    return files.interleave(
+        indexed,
+        cycle_length=min(len(instructions), max(4, os.cpu_count() or 1)),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic,
+    )
+
+
 # Records are counted in groups: a tf.data function call per record (a map, a
 # filter) halves the record rate, one per group costs nothing measurable.
 _CHECK_GROUP = 32

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 from collections.abc import Callable
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
+from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.read import arena_dataset, records, service
 from fast_tfds.read.decoding import BlockImages, block_images, make_decoder
 from fast_tfds.read.options import Batching, CacheChoice, CacheKind, Order, ReadOptions
@@ -42,17 +45,25 @@ class Reading:
     epochs: int | None  # Epochs per iteration; None for forever.
     service_address: str | None
     service_sharding: str
+    # The example index of each instruction's first record (`records.instruction_offsets`
+    # of the whole split, before an input_context takes its share).
+    offsets: list[int] = dataclasses.field(default_factory=list)
+    augment: Augment | None = None
+    augment_seed: int = 0  # The seed's value, or one drawn: windows differ every epoch.
+    cache_shorter_side: int | None = None
 
     @classmethod
     def start(cls, builder, split: str, opts: ReadOptions) -> Reading:
         """Checks the split and the service, and takes this input pipeline's share."""
         instructions = records.file_instructions(builder, split)
+        offsets = records.instruction_offsets(instructions)
         service_address = None
         if opts.service is not None:
             service_address = service.check_reachable(opts.service)
         context = opts.input_context
         if context is not None:
             instructions = records.shard_for_pipeline(instructions, context)
+            offsets = offsets[context.input_pipeline_id :: context.num_input_pipelines]
             if opts.batch_size is not None:
                 opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
         supervised_keys = builder.info.supervised_keys
@@ -73,6 +84,14 @@ class Reading:
             epochs=opts.epochs,
             service_address=service_address,
             service_sharding=opts.service_sharding,
+            offsets=offsets,
+            augment=opts.augment,
+            augment_seed=(
+                random.SystemRandom().randrange(SEED_LIMIT)
+                if opts.seed is None and opts.augment is not None
+                else opts.seed or 0
+            ),
+            cache_shorter_side=opts.cache_shorter_side,
         )
 
     @property
@@ -89,6 +108,17 @@ class Reading:
         epoch when shuffling)."""
         return records.read_records(
             self.instructions,
+            shuffle=self.order.shuffle,
+            seed=self.order.seed,
+            deterministic=self.order.deterministic,
+        )
+
+    @functools.cached_property
+    def indexed(self) -> tf.data.Dataset:
+        """(example index, serialized record) pairs (see `records.read_indexed_records`)."""
+        return records.read_indexed_records(
+            self.instructions,
+            self.offsets,
             shuffle=self.order.shuffle,
             seed=self.order.seed,
             deterministic=self.order.deterministic,

@@ -1,0 +1,145 @@
+"""Pictures of different sizes in one flat uint8 buffer: the cache that crops are cut from.
+
+A random-resized crop needs the whole picture, at a resolution that serves the
+output: a fixed-size cache row (the output size) would lose what lies outside the
+crop, and the stored 'original' size costs several times the bytes. So each
+picture is kept with its aspect ratio at a shorter side a little above the output
+(`cache_size`), each at its own offset in one buffer, with its height and width.
+
+The layout (every picture's offset and shape) is known before anything is decoded:
+the byte total comes from the pictures' sizes (the dataset's fixed size, or each
+JPEG's header), so the buffer is allocated once, by a callable such as
+`fast_tfds.cache.arena.allocate_in_memory` or rows on disk, and is only written,
+never grown. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import mmap
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+# fn(shape, dtype) -> a zero-initialised array: where the buffer's memory comes from.
+Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+def default_shorter_side(output_size: tuple[int, int]) -> int:
+    """The cache's shorter side for an output size: output * 8/7 (256 for 224), the
+    resize-then-crop ratio of the evaluation recipe (crop_fraction 0.875), so that a
+    center crop is served at full resolution and random crops shrink little."""
+    return math.ceil(max(output_size) * 8 / 7)
+
+
+def cache_size(height, width, shorter_side: int):
+    """(height, width) of a `height` x `width` picture kept at `shorter_side`, aspect
+    ratio kept, never enlarged (arrays or ints)."""
+    height, width = np.asarray(height, np.int64), np.asarray(width, np.int64)
+    scale = np.minimum(1.0, shorter_side / np.minimum(height, width))
+    return (
+        np.maximum(1, np.round(height * scale)).astype(np.int64),
+        np.maximum(1, np.round(width * scale)).astype(np.int64),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedLayout:
+    """Where each picture lies: offsets (bytes), heights and widths, int64 [n]."""
+
+    offsets: np.ndarray
+    heights: np.ndarray
+    widths: np.ndarray
+
+    @classmethod
+    def of_sizes(cls, heights, widths) -> RaggedLayout:
+        heights = np.asarray(heights, np.int64).reshape(-1)
+        widths = np.asarray(widths, np.int64).reshape(-1)
+        if len(heights) != len(widths) or (len(heights) and min(heights.min(), widths.min()) < 1):
+            raise ValueError("heights and widths: one positive pair per picture")
+        sizes = heights * widths * 3
+        offsets = np.zeros(len(sizes), np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        return cls(offsets, heights, widths)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        """The buffer's size: the pictures' pixel bytes, nothing else."""
+        if not len(self):
+            return 0
+        return int(self.offsets[-1] + self.heights[-1] * self.widths[-1] * 3)
+
+
+def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An array over an anonymous mapping of its own: no memory is used until written."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    region = mmap.mmap(
+        -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    )
+    return np.frombuffer(region, dtype, count=count).reshape(shape)
+
+
+class RaggedImages:
+    """The pictures of `layout` in one buffer, each written once (`put` or `view` +
+    `mark`), then read as [h, w, 3] views (`image`).
+
+    Which pictures are written is kept per picture, so a fill that stops half-way
+    (an iterator dropped in epoch 1) leaves the written ones served and the rest
+    decoded when they come again.
+    """
+
+    def __init__(self, layout: RaggedLayout, allocate: Allocate | None = None):
+        self.layout = layout
+        self.buffer = (allocate or allocate_in_memory)((layout.nbytes,), np.uint8)
+        if self.buffer.shape != (layout.nbytes,) or self.buffer.dtype != np.uint8:
+            raise ValueError(
+                f"allocate gave {self.buffer.dtype}{list(self.buffer.shape)}, "
+                f"not uint8[{layout.nbytes}]"
+            )
+        self.written = np.zeros(len(layout), bool)
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return len(self.layout)
+
+    @property
+    def nbytes(self) -> int:
+        return self.layout.nbytes
+
+    @property
+    def filled(self) -> bool:
+        """Whether every picture is written."""
+        return self._count == len(self)
+
+    def shape(self, i: int) -> tuple[int, int]:
+        return int(self.layout.heights[i]), int(self.layout.widths[i])
+
+    def view(self, i: int) -> np.ndarray:
+        """Picture i's place, [h, w, 3] uint8, for a decoder to write into."""
+        height, width = self.shape(i)
+        start = int(self.layout.offsets[i])
+        return self.buffer[start : start + height * width * 3].reshape(height, width, 3)
+
+    def mark(self, i: int) -> None:
+        """Picture i is written (after its pixels are in its view)."""
+        with self._lock:
+            if not self.written[i]:
+                self.written[i] = True
+                self._count += 1
+
+    def put(self, i: int, picture: np.ndarray) -> None:
+        self.view(i)[...] = picture
+        self.mark(i)
+
+    def image(self, i: int) -> np.ndarray:
+        """Picture i, [h, w, 3] uint8 (a view: no copy)."""
+        if not self.written[i]:
+            raise ValueError(f"picture {i} of the cache is not written yet")
+        return self.view(i)

@@ -1,0 +1,131 @@
+"""`Augment`: what a training (or evaluation) recipe does to each picture, validated once.
+
+The spec is plain data, without TensorFlow, so that both back ends take the same
+object and draw the same randomness from it (`fast_tfds.augment.windows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+CROPS = ("random_resized", "center", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Augment:
+    """Crop, flip and colour jitter of every picture, new for each example and epoch.
+
+    The order is crop (+ resize to the output size) -> flip -> colour jitter. Each
+    example's random choices come from (seed, epoch, example index) alone, so a
+    seeded run repeats exactly and a resumed one continues exactly.
+
+    Attributes:
+      crop: "random_resized" (Inception / torchvision `RandomResizedCrop`, TF official
+        models' `sample_distorted_bounding_box`): a window whose area is a fraction
+        in `scale` of the picture's and whose aspect ratio (width / height) is drawn
+        log-uniformly in `ratio`, at a uniform position, resized to the output size;
+        up to 10 tries, then the central window of the picture clamped to `ratio`.
+        "center" (evaluation, timm's `crop_pct`): the largest window with the
+        output's aspect ratio, shrunk by `crop_fraction` and centered; for a square
+        output, a square of `crop_fraction` of the shorter side, which equals an
+        aspect-preserving resize to output / crop_fraction followed by a center
+        crop. None: the whole picture, resized to the output size.
+      scale: (min, max) area fraction of a random-resized crop, 0 < min <= max <= 1.
+      ratio: (min, max) aspect ratio (width / height) of a random-resized crop.
+      crop_fraction: the part of the picture a center crop keeps, in (0, 1].
+      flip: mirror left-right with probability 1/2.
+      brightness, contrast, saturation: torchvision `ColorJitter`'s definitions: a
+        factor drawn uniformly in [max(0, 1 - v), 1 + v] for each picture;
+        brightness multiplies the pixels, contrast blends them with the mean grey
+        level of the picture, saturation with each pixel's grey level (factor 0:
+        grey, 1: unchanged). 0 = off.
+      hue: a shift of the hue drawn uniformly in [-hue, hue] of a full turn
+        (0 <= hue <= 0.5, as torchvision); applied as a rotation of the chroma
+        plane (YIQ), which keeps each pixel's luma. 0 = off.
+
+    The colour operations are one affine map of the RGB values, clipped to 0..255
+    once at the end (torchvision clips after each): the same picture where no
+    channel leaves the range between two steps.
+    """
+
+    crop: str | None = "random_resized"
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    crop_fraction: float = 0.875
+    flip: bool = True
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    hue: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.crop not in CROPS:
+            raise ValueError(f"crop={self.crop!r}: must be 'random_resized', 'center' or None")
+        object.__setattr__(self, "scale", _pair("scale", self.scale, 0.0, 1.0))
+        object.__setattr__(self, "ratio", _pair("ratio", self.ratio, 0.0, math.inf))
+        fraction = _number("crop_fraction", self.crop_fraction)
+        if not 0 < fraction <= 1:
+            raise ValueError(f"crop_fraction={self.crop_fraction!r}: must be in (0, 1]")
+        object.__setattr__(self, "crop_fraction", fraction)
+        if not isinstance(self.flip, bool):
+            raise ValueError(f"flip={self.flip!r}: must be True or False")
+        for name in ("brightness", "contrast", "saturation"):
+            value = _number(name, getattr(self, name))
+            if value < 0:
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be a number >= 0")
+            object.__setattr__(self, name, value)
+        hue = _number("hue", self.hue)
+        if not 0 <= hue <= 0.5:
+            raise ValueError(f"hue={self.hue!r}: must be a number in [0, 0.5]")
+        object.__setattr__(self, "hue", hue)
+
+    @classmethod
+    def train(cls, **changes: Any) -> Augment:
+        """The ImageNet training recipe: random-resized crop (0.08-1, 3/4-4/3) + flip."""
+        return cls(**changes)
+
+    @classmethod
+    def eval(cls, crop_fraction: float = 0.875) -> Augment:
+        """The evaluation recipe: a center crop of `crop_fraction`, no randomness."""
+        return cls(crop="center", crop_fraction=crop_fraction, flip=False)
+
+    @property
+    def jitter(self) -> bool:
+        """Whether any colour jitter is on."""
+        return any((self.brightness, self.contrast, self.saturation, self.hue))
+
+    @property
+    def random(self) -> bool:
+        """Whether the output depends on the seed and the epoch."""
+        return self.crop == "random_resized" or self.flip or self.jitter
+
+    def replace(self, **changes: Any) -> Augment:
+        return dataclasses.replace(self, **changes)
+
+
+def check_augment(augment: Any) -> None:
+    """`augment` is an `Augment` or None (the option of both back ends)."""
+    if augment is not None and not isinstance(augment, Augment):
+        raise ValueError(f"augment={augment!r}: must be a fast_tfds.Augment(...) or None")
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r}: must be a finite number")
+    return float(value)
+
+
+def _pair(name: str, value: Any, low: float, high: float) -> tuple[float, float]:
+    """(min, max) with low < min <= max <= high."""
+    bounds = f"(min, max) with {low:g} < min <= max" + ("" if high == math.inf else f" <= {high:g}")
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{name}={value!r}: must be a pair {bounds}")
+    try:
+        first, second = (_number(name, v) for v in value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: must be a pair {bounds}") from None
+    if not low < first <= second <= high:
+        raise ValueError(f"{name}={value!r}: must be a pair {bounds}")
+    return first, second

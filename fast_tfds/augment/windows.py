@@ -1,0 +1,193 @@
+"""Each example's crop window, flip and colour factors, from (seed, epoch, example) alone.
+
+The randomness is counter-based: every number is a hash of (seed, epoch, example
+index, which draw), so it does not depend on the order examples are read in, on
+threads or worker processes, or on what was drawn before. A resumed run, another
+back end, or the same example read from a cache instead of its JPEG gets the same
+window. Everything is vectorized over a batch of example indices: the tf.data
+reader calls it from one `tf.numpy_function` per batch, the Grain loader from its
+batch function.
+
+Windows are (top, left, height, width) in the pixels of the picture they are drawn
+for, whose size the caller gives: the stored image, or the part of it a dataset's
+hook keeps (Stanford Dogs' box). A cache that holds the picture at another
+resolution scales the window (`fast_tfds.augment.kernels` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fast_tfds.augment.spec import Augment
+
+TRIES = 10  # random-resized crop: tries before the central fallback (torchvision, TF)
+
+# Which draw of an example each number is (its counter).
+_AREA, _RATIO = 0, TRIES
+_TOP, _LEFT, _FLIP = 2 * TRIES, 2 * TRIES + 1, 2 * TRIES + 2
+_BRIGHTNESS, _CONTRAST, _SATURATION, _HUE = range(2 * TRIES + 3, 2 * TRIES + 7)
+DRAWS = 2 * TRIES + 7
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclasses.dataclass(frozen=True)
+class Windows:
+    """One batch's choices, each an array with one value per example.
+
+    top, left, height, width: int64, the crop in the picture's pixels.
+    flip: bool, mirror left-right. brightness, contrast, saturation: float32
+    factors (1 = unchanged); hue: float32 shift in turns (0 = unchanged).
+    """
+
+    top: np.ndarray
+    left: np.ndarray
+    height: np.ndarray
+    width: np.ndarray
+    flip: np.ndarray
+    brightness: np.ndarray
+    contrast: np.ndarray
+    saturation: np.ndarray
+    hue: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.top)
+
+    def window(self, i: int) -> tuple[int, int, int, int]:
+        """(top, left, height, width) of example i, as plain ints."""
+        return (int(self.top[i]), int(self.left[i]), int(self.height[i]), int(self.width[i]))
+
+    def jittered(self, i: int) -> bool:
+        """Whether example i's colours change."""
+        return bool(self.jittered_mask[i])
+
+    @property
+    def jittered_mask(self) -> np.ndarray:
+        """bool [n]: whose colours change."""
+        return (
+            (self.brightness != 1) | (self.contrast != 1) | (self.saturation != 1) | (self.hue != 0)
+        )
+
+
+def uniforms(seed: int, epoch: int, indices, draws: int = DRAWS) -> np.ndarray:
+    """[len(indices), draws] float64 uniforms in [0, 1), a pure function of
+    (seed, epoch, index, column): a SplitMix64 hash of the four."""
+    indices = np.asarray(indices, np.uint64).reshape(-1, 1)
+    with np.errstate(over="ignore"):
+        key = _mix(np.uint64(seed & (2**64 - 1)) + _GOLDEN)
+        key = _mix(key ^ (np.uint64(epoch & (2**64 - 1)) + _GOLDEN * np.uint64(2)))
+        key = _mix(key ^ (indices + _GOLDEN * np.uint64(3)))
+        counters = np.arange(1, draws + 1, dtype=np.uint64) * _GOLDEN
+        bits = _mix(key + counters)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def sample(
+    augment: Augment,
+    seed: int,
+    epoch: int,
+    indices,
+    heights,
+    widths,
+    output_size: tuple[int, int] = (224, 224),
+) -> Windows:
+    """The windows, flips and colour factors of examples `indices` in `epoch`.
+
+    `heights`, `widths`: the size of each example's picture (what the window is cut
+    from); `output_size` (height, width): only the center crop uses it, for its
+    aspect ratio.
+    """
+    heights = np.asarray(heights, np.int64).reshape(-1)
+    widths = np.asarray(widths, np.int64).reshape(-1)
+    n = len(heights)
+    if len(widths) != n or len(np.asarray(indices).reshape(-1)) != n:
+        raise ValueError(
+            f"{len(np.asarray(indices).reshape(-1))} indices, {n} heights, {len(widths)} widths"
+        )
+    u = uniforms(seed, epoch, indices) if augment.random else np.zeros((n, DRAWS))
+    if augment.crop == "random_resized":
+        top, left, height, width = _random_resized(augment, u, heights, widths)
+    elif augment.crop == "center":
+        top, left, height, width = _center(augment.crop_fraction, heights, widths, output_size)
+    else:
+        top, left, height, width = np.zeros(n, np.int64), np.zeros(n, np.int64), heights, widths
+    flip = u[:, _FLIP] < 0.5 if augment.flip else np.zeros(n, bool)
+    return Windows(
+        top=top,
+        left=left,
+        height=height,
+        width=width,
+        flip=flip,
+        brightness=_factor(augment.brightness, u[:, _BRIGHTNESS]),
+        contrast=_factor(augment.contrast, u[:, _CONTRAST]),
+        saturation=_factor(augment.saturation, u[:, _SATURATION]),
+        hue=((2 * u[:, _HUE] - 1) * augment.hue).astype(np.float32),
+    )
+
+
+def _factor(amount: float, u: np.ndarray) -> np.ndarray:
+    """torchvision's ColorJitter factor: uniform in [max(0, 1 - amount), 1 + amount]."""
+    if amount == 0:
+        return np.ones(len(u), np.float32)
+    low = max(0.0, 1.0 - amount)
+    return (low + u * (1.0 + amount - low)).astype(np.float32)
+
+
+def _random_resized(augment: Augment, u, heights, widths):
+    """torchvision's `RandomResizedCrop.get_params`, all tries of all examples at once."""
+    area = (heights * widths).astype(np.float64)[:, None]
+    target = area * (
+        augment.scale[0] + u[:, _AREA : _AREA + TRIES] * np.subtract(*augment.scale[::-1])
+    )
+    log_low, log_high = np.log(augment.ratio[0]), np.log(augment.ratio[1])
+    aspect = np.exp(log_low + u[:, _RATIO : _RATIO + TRIES] * (log_high - log_low))
+    w = np.round(np.sqrt(target * aspect)).astype(np.int64)
+    h = np.round(np.sqrt(target / aspect)).astype(np.int64)
+    fits = (w > 0) & (h > 0) & (w <= widths[:, None]) & (h <= heights[:, None])
+    first = np.argmax(fits, axis=1)
+    found = fits[np.arange(len(first)), first]
+    h = h[np.arange(len(first)), first]
+    w = w[np.arange(len(first)), first]
+    # torch.randint(0, H - h + 1): a uniform integer position.
+    top = np.floor(u[:, _TOP] * (heights - h + 1)).astype(np.int64)
+    left = np.floor(u[:, _LEFT] * (widths - w + 1)).astype(np.int64)
+    # The fallback: the whole picture, clamped to the allowed aspect ratios, centered.
+    in_ratio = widths / heights
+    fh, fw = heights.copy(), widths.copy()
+    narrow = in_ratio < augment.ratio[0]
+    wide = in_ratio > augment.ratio[1]
+    fh[narrow] = np.maximum(1, np.round(widths[narrow] / augment.ratio[0])).astype(np.int64)
+    fw[wide] = np.maximum(1, np.round(heights[wide] * augment.ratio[1])).astype(np.int64)
+    ftop, fleft = (heights - fh) // 2, (widths - fw) // 2
+    return (
+        np.where(found, top, ftop),
+        np.where(found, left, fleft),
+        np.where(found, h, fh),
+        np.where(found, w, fw),
+    )
+
+
+def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
+    """The largest window of the output's aspect ratio, times `fraction`, centered."""
+    out_height, out_width = output_size
+    scale = np.minimum(heights / out_height, widths / out_width) * fraction
+    h = np.clip(np.round(out_height * scale), 1, heights).astype(np.int64)
+    w = np.clip(np.round(out_width * scale), 1, widths).astype(np.int64)
+    # torchvision's center_crop: int(round((H - h) / 2)).
+    return (
+        np.round((heights - h) / 2).astype(np.int64),
+        np.round((widths - w) / 2).astype(np.int64),
+        h,
+        w,
+    )
+
+
+def _mix(x):
+    """SplitMix64's finalizer: a bijection of uint64 that spreads every input bit."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))

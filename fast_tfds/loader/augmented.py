@@ -1,0 +1,178 @@
+"""The loader's batches with `augment=` or `cache=True`: whole batches made at once.
+
+Each element carries its epoch and its example index (its position in the split as
+read), which Grain's index arithmetic gives exactly (`tag`): the dataset is indexed
+across epochs, `epoch * len(split) + example`, and shuffling or slicing a shard
+keep that. Windows drawn from (seed, epoch, example) are then the same however the
+batches are made (threads, worker processes) and after `set_state`, which only
+moves the position.
+
+Without a cache, each JPEG is decoded by the shared decoder with its window (the
+hook's, e.g. Stanford Dogs' box, with the augmentation's crop inside it), chosen
+before decoding so that the decoder picks its DCT scale for the part kept; then
+flipped and jittered. With `cache=True` the first time an example comes its
+picture is decoded once into a `PictureCache` (at the cache resolution, aspect
+kept, within the hook's window), with its label; from then on its record is not
+even read (`IndexedRecords`), and its batches are cut from the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fast_tfds.augment import cached, kernels, ragged, windows
+from fast_tfds.augment.spec import Augment
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.loader.examples import DecodeExample, stored_size
+
+
+@dataclasses.dataclass(frozen=True)
+class Tag:
+    """`map_with_index` of the records: (epoch, example index, record)."""
+
+    num_examples: int
+
+    def __call__(self, position: int, element: tuple[int, Any]) -> tuple[int, int, Any]:
+        index, record = element
+        return position // self.num_examples, index, record
+
+
+class IndexedRecords:
+    """The split's records as (index, record) pairs; with a cache, (index, None) for an
+    example whose picture and label the cache already holds, which is not read."""
+
+    def __init__(self, records: Any, cache: LoaderCache | None = None):
+        self.records = records
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> tuple[int, Any]:
+        index = int(index)
+        if self.cache is not None and self.cache.has(index):
+            return index, None
+        return index, self.records[index]
+
+
+class LoaderCache:
+    """A shard's pictures at the cache resolution, and their labels (or targets).
+
+    Slot s holds example `shard_index + s * shard_count` of the split. The layout is
+    fixed from each picture's reference size (the stored size, or the hook's window
+    in it), so the buffer is allocated once, before epoch 1.
+    """
+
+    def __init__(
+        self,
+        reference_heights,
+        reference_widths,
+        output_size: tuple[int, int],
+        shorter_side: int | None,
+        shard_index: int,
+        shard_count: int,
+        allocate: ragged.Allocate | None = None,
+    ):
+        self.pictures = cached.PictureCache(
+            reference_heights, reference_widths, output_size, shorter_side, allocate
+        )
+        self.targets: list[Any] = [None] * len(self.pictures)
+        self.shard_index, self.shard_count = shard_index, shard_count
+
+    def slot(self, index: int) -> int:
+        return (index - self.shard_index) // self.shard_count
+
+    def has(self, index: int) -> bool:
+        return bool(self.pictures.images.written[self.slot(index)])
+
+    @property
+    def nbytes(self) -> int:
+        return self.pictures.nbytes
+
+
+@dataclasses.dataclass
+class AugmentedBatches:
+    """Grain's `batch_fn`: [(epoch, index, record)] -> (images [B, H, W, 3] uint8, targets)."""
+
+    decode: DecodeExample
+    augment: Augment | None
+    seed: int
+    cache: LoaderCache | None = None
+
+    def __call__(self, elements: Sequence[tuple[int, int, Any]]):
+        epochs = {int(epoch) for epoch, _, _ in elements}
+        if len(epochs) != 1:  # Grain batches each epoch apart; anything else is a bug.
+            raise RuntimeError(f"a batch spans epochs {sorted(epochs)}")
+        (epoch,) = epochs
+        indices = np.array([index for _, index, _ in elements], np.int64)
+        out = np.empty((len(elements), *self.decode.image_size, 3), np.uint8)
+        if self.cache is None:
+            targets = self._decode_into(epoch, indices, [r for _, _, r in elements], out)
+        else:
+            targets = self._serve_into(epoch, indices, [r for _, _, r in elements], out)
+        return out, stack(targets)
+
+    def _decode_into(self, epoch: int, indices, records, out) -> list:
+        parsed = [self.decode.parse(record) for record in records]
+        boxes = np.array([_reference(jpeg, window) for jpeg, _, window in parsed], np.int64)
+        drawn = windows.sample(
+            self.augment or cached.NO_AUGMENT,
+            self.seed,
+            epoch,
+            indices,
+            boxes[:, 2],
+            boxes[:, 3],
+            self.decode.image_size,
+        )
+        jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
+        for i, (jpeg, _, _) in enumerate(parsed):
+            top, left, height, width = drawn.window(i)
+            crop = (int(boxes[i, 0]) + top, int(boxes[i, 1]) + left, height, width)
+            jpeg_blocks.decode_resized_into(jpeg, out[i], lambda _h, _w, crop=crop: crop)
+            kernels.finish_into(out[i], drawn, i, jitter)
+        return [target for _, target, _ in parsed]
+
+    def _serve_into(self, epoch: int, indices, records, out) -> list:
+        cache = self.cache
+        slots = np.array([cache.slot(int(i)) for i in indices], np.int64)
+        for slot, record in zip(slots, records, strict=True):
+            if record is None or cache.pictures.images.written[slot]:
+                continue
+            jpeg, target, window = self.decode.parse(record)
+            cache.targets[slot] = target  # before the picture is marked as written
+            cache.pictures.fill(int(slot), jpeg, window)
+        cache.pictures.serve_into(slots, self.augment, self.seed, epoch, indices, out)
+        return [cache.targets[slot] for slot in slots]
+
+
+def _reference(jpeg: bytes, window) -> tuple[int, int, int, int]:
+    """(top, left, height, width) of the picture windows are drawn in: the hook's
+    window of the stored image, or all of it."""
+    height, width = stored_size(jpeg)
+    return window(height, width) if window is not None else (0, 0, height, width)
+
+
+def reference_sizes(records, indices, decode: DecodeExample) -> tuple[np.ndarray, np.ndarray]:
+    """(heights, widths) of the reference pictures of `indices`, from each record's
+    JPEG header and the hook's window: reads every record once, decodes nothing."""
+    sizes = np.array(
+        [_reference(*_jpeg_and_window(decode, records[int(i)]))[2:] for i in indices], np.int64
+    )
+    return sizes[:, 0], sizes[:, 1]
+
+
+def _jpeg_and_window(decode: DecodeExample, record: bytes):
+    jpeg, _, window = decode.parse(record)
+    return jpeg, window
+
+
+def stack(targets: list):
+    """What Grain's default batching makes of the targets: arrays stacked, dicts by key."""
+    first = targets[0]
+    if isinstance(first, dict):
+        return {key: np.stack([t[key] for t in targets]) for key in first}
+    return np.stack(targets)

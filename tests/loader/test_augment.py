@@ -1,0 +1,321 @@
+"""The loader with `augment=` and `cache=True`: every example once per epoch with its own
+window from (seed, epoch, example), the same with and without the cache, new windows
+every epoch, exact resumption, and Stanford Dogs' crops inside the box."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+
+import grain
+import numpy as np
+import pytest
+
+import cats_vs_dogs_fast
+import stanford_dogs_tfrecord
+from fast_tfds import Augment
+from fast_tfds.augment import cached, kernels, windows
+from fast_tfds.core import jpeg_blocks
+from stanford_dogs_tfrecord import crops
+from tests.loader.test_loader import stored_jpegs, tensorflows_pixels
+
+BATCH = 6
+JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
+
+
+def cats_loader(data_dir, **options):
+    options = {"batch_size": BATCH, "seed": 3, "num_threads": 2, **options}
+    return cats_vs_dogs_fast.as_fast_loader(
+        "train", data_dir=data_dir, download_and_prepare=False, **options
+    )
+
+
+def digest(image: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def cats_split(cats_array_record_dir):
+    """Per example index of the split: its stored pixels (as TensorFlow decodes them)
+    and its label."""
+    source = stored_jpegs("cats_vs_dogs_fast", cats_array_record_dir)
+    return [tensorflows_pixels(ex["image"]) for ex in source], [int(ex["label"]) for ex in source]
+
+
+def grain_order(n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)) -> list[int]:
+    """The example indices of one epoch of a shard as Grain's own shuffle orders them."""
+    ds = grain.MapDataset.range(n)[shard[0] :: shard[1]]
+    size = len(ds)
+    ds = ds.shuffle(seed=seed).repeat()
+    return [ds[epoch * size + k] for k in range(size)]
+
+
+def expected_epoch(augment, seed, epoch, split, shard=(0, 1), cache=True):
+    """What an augmented epoch must be: Grain's order, each example cut with its window.
+
+    The batch kernel (the cache's path) jitters a crop smaller than the output before
+    resizing it; decoding each JPEG (cache=False) jitters the decoder's output."""
+    pixels, labels = split
+    order = grain_order(len(labels), seed, epoch, shard)
+    out = []
+    for start in range(0, len(order), BATCH):
+        indices = order[start : start + BATCH]
+        n = len(indices)
+        drawn = windows.sample(augment, seed, epoch, indices, [224] * n, [224] * n)
+        cut = drawn
+        if not cache:
+            ones = np.ones(n, np.float32)
+            cut = dataclasses.replace(
+                drawn, brightness=ones, contrast=ones, saturation=ones, hue=0 * ones
+            )
+        expected = kernels.apply_into(
+            [pixels[i] for i in indices], cut, np.zeros((n, 224, 224, 3), np.uint8)
+        )
+        if not cache:
+            unflipped = dataclasses.replace(drawn, flip=np.zeros(n, bool))
+            for i in range(n):
+                kernels.finish_into(expected[i], unflipped, i)
+        out.append((expected, [labels[i] for i in indices], indices))
+    return out
+
+
+@pytest.mark.parametrize("cache", [False, True])
+@pytest.mark.parametrize(
+    "augment", [Augment(), JITTER, Augment.eval()], ids=["rrc", "jitter", "center"]
+)
+def test_every_example_once_per_epoch_with_its_own_window(
+    cats_array_record_dir, cats_split, augment, cache
+):
+    loader = cats_loader(cats_array_record_dir, augment=augment, cache=cache)
+    _, labels = cats_split
+    for epoch in range(3):
+        expected = expected_epoch(augment, loader.seed, epoch, cats_split, cache=cache)
+        got = list(loader)
+        assert len(got) == len(expected) == len(loader)
+        seen = []
+        for (images, batch_labels), (want, want_labels, indices) in zip(got, expected, strict=True):
+            assert images.dtype == np.uint8 and batch_labels.dtype == np.int64
+            assert batch_labels.tolist() == want_labels
+            # 224 stored, crops at most 224: the cache holds the stored pixels, and
+            # both paths cut the same window with the same filter: equal pixels.
+            np.testing.assert_array_equal(images, want)
+            seen += indices
+        assert sorted(seen) == list(range(len(labels)))  # every example once
+    if cache:
+        assert loader.cache.pictures.images.filled
+        assert loader.cache_bytes == len(labels) * 224 * 224 * 3
+
+
+@pytest.mark.parametrize("cache", [False, True])
+@pytest.mark.parametrize("shard_index", [0, 1])
+def test_each_shard_draws_the_windows_of_its_own_examples(
+    cats_array_record_dir, cats_split, shard_index, cache
+):
+    loader = cats_loader(
+        cats_array_record_dir,
+        augment=Augment(),
+        shard_index=shard_index,
+        shard_count=2,
+        cache=cache,
+    )
+    for epoch in range(2):
+        expected = expected_epoch(Augment(), loader.seed, epoch, cats_split, (shard_index, 2))
+        got = list(loader)
+        assert len(got) == len(expected)
+        for (images, labels), (want, want_labels, indices) in zip(got, expected, strict=True):
+            assert all(i % 2 == shard_index for i in indices)
+            assert labels.tolist() == want_labels
+            np.testing.assert_array_equal(images, want)
+
+
+def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):
+    augment = Augment()
+    loader = cats_loader(cats_array_record_dir, augment=augment, shuffle=False)
+    first, second = np.concatenate([b[0] for b in loader]), np.concatenate([b[0] for b in loader])
+    again = np.concatenate(
+        [b[0] for b in cats_loader(cats_array_record_dir, augment=augment, shuffle=False)]
+    )
+    other = np.concatenate(
+        [b[0] for b in cats_loader(cats_array_record_dir, augment=augment, shuffle=False, seed=4)]
+    )
+    assert np.array_equal(first, again)
+    for different in (second, other):
+        same = [np.array_equal(a, b) for a, b in zip(first, different, strict=True)]
+        assert sum(same) <= 1
+
+
+@pytest.mark.parametrize("config, size", [("224", 224), ("original", 96)])
+def test_a_cache_without_augment_serves_the_plain_pixels(cats_array_record_dir, config, size):
+    options = {"config": config, "image_size": size}
+    plain = cats_loader(cats_array_record_dir, **options)
+    through_cache = cats_loader(cats_array_record_dir, **options, cache=True)
+    assert through_cache.cache_bytes == through_cache.num_examples * size * size * 3
+    for _ in range(2):  # the fill, then served
+        for (a, la), (b, lb) in zip(plain, through_cache, strict=True):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(a, b)
+    assert through_cache.cache.pictures.images.filled
+
+
+def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
+    calls = collections.Counter()
+    decode = jpeg_blocks.decode_resized_into
+
+    def counting(*args, **kwargs):
+        calls["decode"] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(cached.jpeg_blocks, "decode_resized_into", counting)
+    loader = cats_loader(cats_array_record_dir, augment=Augment(), cache=True)
+    list(loader)
+    # Every picture once; the stream's prefetch of the next epoch may decode one whose
+    # first decode it overtook (at most the batches prefetched).
+    filled = calls["decode"]
+    assert loader.num_examples <= filled <= loader.num_examples + 2 * 2 * BATCH  # 2 x threads
+    assert loader.cache.pictures.images.filled
+    list(loader)
+    list(loader)
+    assert calls["decode"] == filled
+
+
+def test_a_fill_stopped_half_way_is_completed_later(cats_array_record_dir, cats_split):
+    loader = cats_loader(cats_array_record_dir, augment=Augment(), cache=True, num_threads=1)
+    iterator = iter(loader)
+    next(iterator)
+    loader.close()
+    written = int(loader.cache.pictures.images.written.sum())
+    assert 0 < written < loader.num_examples
+    expected = expected_epoch(Augment(), loader.seed, 1, cats_split)  # the next iter()
+    for (images, _), (want, _, _) in zip(loader, expected, strict=True):
+        np.testing.assert_array_equal(images, want)
+    assert loader.cache.pictures.images.filled
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_resumed_iterator_continues_with_the_same_windows(cats_array_record_dir, cache):
+    options = {"augment": JITTER, "cache": cache, "num_epochs": 2}
+    loader = cats_loader(cats_array_record_dir, **options)
+    iterator = iter(loader)
+    for _ in range(len(loader) + 2):  # into the second epoch
+        next(iterator)
+    state = json.loads(json.dumps(iterator.get_state()))
+    assert (state["epoch"], state["batch_in_epoch"]) == (1, 2)
+    rest = list(iterator)
+    # Without a cache, the resumed run decodes in worker processes: the same windows.
+    workers = {} if cache else {"num_workers": 2}
+    restored = iter(cats_loader(cats_array_record_dir, **options, **workers))
+    restored.set_state(state)
+    resumed = list(restored)
+    assert len(resumed) == len(rest) == len(loader) - 2
+    for (images, labels), (images2, labels2) in zip(rest, resumed, strict=True):
+        np.testing.assert_array_equal(images, images2)
+        np.testing.assert_array_equal(labels, labels2)
+    other = iter(cats_loader(cats_array_record_dir, **{**options, "augment": Augment()}))
+    with pytest.raises(ValueError, match="different loader.*augment"):
+        other.set_state(state)
+
+
+def test_original_config_through_the_cache_matches_decoding_each_epoch(cats_array_record_dir):
+    # Pictures of their own sizes: the cache keeps them at a 256 shorter side (aspect
+    # kept), and serves the same windows as decoding each JPEG. Stated bound: mean
+    # absolute difference <= 4 levels per image, <= 2 on average (a picture resized
+    # twice; crops smaller than the output are enlarged from the cache's pixels).
+    options = {"config": "original", "image_size": 96, "augment": Augment(), "num_epochs": 1}
+    direct = cats_loader(cats_array_record_dir, **options)
+    through_cache = cats_loader(
+        cats_array_record_dir, **options, cache=True, cache_shorter_side=110
+    )
+    stored = [d for d in stored_jpegs_original(cats_array_record_dir)]
+    assert through_cache.cache_bytes == sum(
+        h * w * 3 for h, w in (cache_shape(s, 110) for s in stored)
+    )
+    for epoch in range(2):
+        differences = []
+        for (a, la), (b, lb) in zip(direct, through_cache, strict=True):
+            np.testing.assert_array_equal(la, lb)
+            differences += [np.abs(x.astype(int) - y).mean() for x, y in zip(a, b, strict=True)]
+        assert len(differences) == direct.num_examples
+        assert max(differences) <= 4 and np.mean(differences) <= 2, (epoch, max(differences))
+
+
+def stored_jpegs_original(data_dir):
+    import tensorflow_datasets as tfds
+
+    source = tfds.data_source(
+        "cats_vs_dogs_fast/original",
+        split="train",
+        data_dir=data_dir,
+        decoders={"image": tfds.decode.SkipDecoding()},
+    )
+    return [tensorflows_pixels(ex["image"]).shape[:2] for ex in source]
+
+
+def cache_shape(size, shorter_side):
+    from fast_tfds.augment import ragged
+
+    h, w = ragged.cache_size(size[0], size[1], shorter_side)
+    return int(h), int(w)
+
+
+def test_stanford_dogs_crops_lie_within_the_box(stanford_array_record_dir):
+    source = stored_jpegs("stanford_dogs_tfrecord", stanford_array_record_dir)
+    pixels = [tensorflows_pixels(ex["image"]) for ex in source]
+    labels = [int(ex["label"]) for ex in source]
+    boxes = [
+        crops.first_box_window(np.asarray(ex["objects"]["bbox"]), *p.shape[:2])
+        for ex, p in zip(source, pixels, strict=True)
+    ]
+    assert any(box[2:] != p.shape[:2] for box, p in zip(boxes, pixels, strict=True))
+    for cache in (False, True):
+        loader = stanford_dogs_tfrecord.as_fast_loader(
+            "train",
+            data_dir=stanford_array_record_dir,
+            download_and_prepare=False,
+            batch_size=4,
+            seed=7,
+            num_threads=2,
+            crop_to_box=True,
+            augment=Augment(),
+            cache=cache,
+        )
+        order = grain_order(len(labels), loader.seed, 0)
+        batches = list(loader)
+        assert sum(len(b[1]) for b in batches) == len(labels)
+        for b, (images, batch_labels) in enumerate(batches):
+            indices = order[4 * b : 4 * b + len(batch_labels)]
+            assert batch_labels.tolist() == [labels[i] for i in indices]
+            drawn = windows.sample(
+                Augment(),
+                loader.seed,
+                0,
+                indices,
+                [boxes[i][2] for i in indices],
+                [boxes[i][3] for i in indices],
+            )
+            assert (drawn.top + drawn.height <= [boxes[i][2] for i in indices]).all()
+            assert (drawn.left + drawn.width <= [boxes[i][3] for i in indices]).all()
+            in_picture = dataclasses.replace(
+                drawn,
+                top=drawn.top + [boxes[i][0] for i in indices],
+                left=drawn.left + [boxes[i][1] for i in indices],
+            )
+            want = kernels.apply_into(
+                [pixels[i] for i in indices], in_picture, np.zeros_like(images)
+            )
+            if cache:  # The box is kept at <= 256 px: within a few levels.
+                assert np.abs(images.astype(int) - want).mean() <= 4
+            else:
+                np.testing.assert_array_equal(images, want)
+
+
+def test_bad_options_are_one_line(cats_array_record_dir):
+    with pytest.raises(ValueError, match=r"^cache=True: needs num_workers=0 \(not 2\)"):
+        cats_loader(cats_array_record_dir, cache=True, num_workers=2)
+    with pytest.raises(ValueError, match=r"^augment='flip': must be a fast_tfds\.Augment"):
+        cats_loader(cats_array_record_dir, augment="flip")
+    with pytest.raises(ValueError, match=r"^cache=1: must be True or False"):
+        cats_loader(cats_array_record_dir, cache=1)
+    with pytest.raises(ValueError, match=r"^cache_shorter_side=0: must be a positive integer"):
+        cats_loader(cats_array_record_dir, cache_shorter_side=0)
