@@ -557,7 +557,7 @@ def _describe(path: Path) -> PersistentFile | None:
         path=path,
         size=stat.st_blocks * 512,
         last_used=max(stat.st_atime, stat.st_mtime),
-        in_use=disk_rows.is_locked(path),
+        in_use=in_use(path),
         dataset=key.get("dataset"),
         split=key.get("split"),
         problem=problem,
@@ -570,17 +570,32 @@ def _describe_temp(path: Path) -> PersistentFile | None:
         stat = path.stat()
     except OSError:
         return None
-    in_use = disk_rows.is_locked(path)
+    busy = in_use(path)
     return PersistentFile(
         path=path,
         size=stat.st_blocks * 512,
         last_used=stat.st_mtime,
-        in_use=in_use,
+        in_use=busy,
         dataset=None,
         split=None,
-        problem="being written" if in_use else "unfinished (left by a stopped fill)",
+        problem="being written" if busy else "unfinished (left by a stopped fill)",
         stale=False,
     )
+
+
+def in_use(path: Path) -> bool:
+    """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Gone, or not ours to read.
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _stale(shards) -> bool:
