@@ -262,6 +262,7 @@ class FileFill:
         self._sums: dict[str, int] = {}
         self._announced = False
         self.persisted = False
+        self.writing: threading.Thread | None = None  # Writing the filled file out.
         # Its arena dropped before the fill ended: the temporary file and the lock go.
         weakref.finalize(self, _abandon, self._held)
 
@@ -329,8 +330,20 @@ class FileFill:
                     self._sums[name] = add(self._sums[name], value)
 
     def complete(self, arrays: dict[str, np.ndarray]) -> None:
-        """Every row is written: write back, verify, header, rename. A failure leaves
-        the rows served from this process and nothing persisted (one line)."""
+        """Every row is written: the file is written back, verified, given its header
+        and renamed in a thread of its own, so the epoch that filled it ends without
+        waiting for the disk (the rows are served from the mapping meanwhile). The
+        thread is not a daemon: a process that ends normally finishes the file first."""
+        if arrays is not self._current or self._region is None:
+            return
+        self.writing = threading.Thread(
+            target=self._finish, args=(arrays,), name="fast_tfds persist", daemon=False
+        )
+        self.writing.start()
+
+    def _finish(self, arrays: dict[str, np.ndarray]) -> None:
+        """Write back, verify, header, rename. A failure leaves the rows served from
+        this process and nothing persisted (one line)."""
         with self._lock:
             if arrays is not self._current or self._region is None:
                 return

@@ -46,6 +46,7 @@ def fill(folder: Path, key=KEY, *, stop_after: int | None = None) -> persistent.
         stop = min(start + 8, N)
         arena.write(generation, start, *(data[k][start:stop] for k in arena.keys))
     assert arena.filled
+    opened.allocate.writing.join(timeout=60)
     return opened
 
 
