@@ -82,6 +82,26 @@ def data_dir(cats_data_dir, tmp_path) -> Path:
     return copy
 
 
+@pytest.fixture(scope="module")
+def shared(cats_data_dir, tmp_path_factory) -> tuple[Path, Path, collections.Counter]:
+    """(data_dir, cache, truth): a copy of the build that no test changes, and its
+    persistent file, filled once; tests that change the file work on a copy of it."""
+    root = tmp_path_factory.mktemp("persist-shared")
+    data = root / "data"
+    shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", data / "cats_vs_dogs_fast" / "224")
+    expected, cache = truth(data), root / "cache"
+    fill(data, cache, expected)
+    return data, cache, expected
+
+
+def copy_of(cache: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A test's own copy of the shared cache folder: (folder, its file)."""
+    mine = tmp_path / "cache"
+    shutil.copytree(cache, mine)
+    (path,) = arena_files(mine)
+    return mine, path
+
+
 def truth(data_dir: Path) -> collections.Counter:
     """(pixel digest, label) of every example, counted, through TFDS's own reader."""
     builder = tfds.builder("cats_vs_dogs_fast", config="224", data_dir=data_dir)
@@ -122,8 +142,8 @@ def log_lines(stderr: str, text: str) -> list[str]:
     return [line for line in stderr.splitlines() if text in line]
 
 
-def fill_then_serve(data_dir, cache, expected):
-    """Fills in one process, then checks a second serves from the file: (file, stderr)."""
+def fill(data_dir, cache, expected):
+    """Fills the file in one process (2 epochs, both checked): (the file, its stderr)."""
     epochs, stderr = run_reader(data_dir, cache)
     assert [counted(e) for e in epochs] == [expected, expected]
     assert len(log_lines(stderr, "persist=True: writing the decoded cache")) == 1, stderr
@@ -176,7 +196,7 @@ def finish(child: subprocess.Popen, reader: LineReader, epochs: int) -> tuple[li
 def test_a_second_process_serves_every_pair_from_the_file_without_decoding(data_dir, tmp_path):
     expected = truth(data_dir)
     cache = tmp_path / "cache"
-    path, _ = fill_then_serve(data_dir, cache, expected)
+    path, _ = fill(data_dir, cache, expected)
     # The shards overwritten with zeros of the same size, their times restored: the
     # key still matches, and any record read now would fail to parse or decode.
     shards = sorted((data_dir / "cats_vs_dogs_fast" / "224").rglob("*.tfrecord*"))
@@ -232,10 +252,9 @@ def test_a_disk_too_small_caches_in_memory_with_one_line(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "header byte flipped"])
-def test_a_damaged_file_is_found_at_open_said_in_one_line_and_refilled(damage, data_dir, tmp_path):
-    expected = truth(data_dir)
-    cache = tmp_path / "cache"
-    path, _ = fill_then_serve(data_dir, cache, expected)
+def test_a_damaged_file_is_found_at_open_said_in_one_line_and_refilled(damage, shared, tmp_path):
+    data_dir, shared_cache, expected = shared
+    cache, path = copy_of(shared_cache, tmp_path)
     data = bytearray(path.read_bytes())
     if damage == "truncated":
         path.write_bytes(bytes(data[: len(data) - 1000]))
@@ -256,7 +275,7 @@ def test_a_damaged_file_is_found_at_open_said_in_one_line_and_refilled(damage, d
 def test_a_rebuilt_dataset_never_gets_the_old_pixels(data_dir, tmp_path):
     expected = truth(data_dir)
     cache = tmp_path / "cache"
-    old, _ = fill_then_serve(data_dir, cache, expected)
+    old, _ = fill(data_dir, cache, expected)
     # "Rebuilt": one shard rewritten with the same records, so a new modification time.
     shard = sorted((data_dir / "cats_vs_dogs_fast" / "224").rglob("*.tfrecord*"))[0]
     content = shard.read_bytes()
@@ -311,18 +330,14 @@ def read_only_mount(source: Path, target: Path) -> None:
             pytest.skip(f"cannot make a read-only bind mount here: {done.stderr.strip()}")
 
 
-def test_a_read_only_folder_is_served_without_writing_and_a_missing_file_is_read(
-    data_dir, tmp_path
-):
-    expected = truth(data_dir)
-    team = tmp_path / "team"
-    fill_then_serve(data_dir, team, expected)
-    shared, empty = tmp_path / "shared", tmp_path / "empty-ro"
+def test_a_read_only_folder_is_served_without_writing_and_a_missing_file_is_read(shared, tmp_path):
+    data_dir, team, expected = shared
+    mounted, empty = tmp_path / "mounted", tmp_path / "empty-ro"
     (tmp_path / "empty").mkdir()
-    read_only_mount(team, shared)
+    read_only_mount(team, mounted)
     try:
         before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in team.iterdir())
-        epochs, stderr = run_reader(data_dir, shared)
+        epochs, stderr = run_reader(data_dir, mounted)
         assert [counted(e) for e in epochs] == [expected, expected]
         assert [e["decoded"] for e in epochs] == [0, 0]
         assert not log_lines(stderr, "fast_tfds: persist=True"), stderr
@@ -339,7 +354,7 @@ def test_a_read_only_folder_is_served_without_writing_and_a_missing_file_is_read
         finally:
             subprocess.run(["umount", os.fspath(empty)], timeout=60, check=True)
     finally:
-        subprocess.run(["umount", os.fspath(shared)], timeout=60, check=True)
+        subprocess.run(["umount", os.fspath(mounted)], timeout=60, check=True)
 
 
 def fast_tfds_cache(*args) -> str:
@@ -360,12 +375,9 @@ def line_with(output: str, path: Path) -> str:
     return lines[0]
 
 
-def test_cache_list_and_clean_show_and_remove_persistent_caches_never_one_in_use(
-    data_dir, tmp_path
-):
-    expected = truth(data_dir)
-    cache = tmp_path / "cache"
-    path, _ = fill_then_serve(data_dir, cache, expected)
+def test_cache_list_and_clean_show_and_remove_persistent_caches_never_one_in_use(shared, tmp_path):
+    data_dir, shared_cache, expected = shared
+    cache, path = copy_of(shared_cache, tmp_path)
     size = path.stat().st_blocks * 512
     listed = fast_tfds_cache("list", cache)
     line = line_with(listed, path)
