@@ -145,7 +145,7 @@ def main(argv=None) -> None:
             cache = scratch / f"round{round_}"
             memory.append(reader(data_dir, scratch / "unused", False, 3))
             fill.append(reader(data_dir, cache, True, 1))  # [epoch 1, until the file is in place]
-            second.append(reader(data_dir, cache, True, 2))
+            second.append(reader(data_dir, cache, True, 2)[:2])
             print(
                 f"round {round_ + 1}: memory {[round(r) for r in memory[-1]]}/s, persist fill "
                 f"{round(fill[-1][0])}/s (file in place: {round(fill[-1][1])}/s), second "

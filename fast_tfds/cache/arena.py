@@ -35,7 +35,8 @@ FILL, SERVE = 0, 1
 # An allocator of whole arenas (one file for every column: `persistent.FileFill`) has
 # `columns({key: (shape, dtype)}) -> {key: array}` instead, and may have
 # `wrote(arrays, start, n)`, called after the fill wrote rows start..start+n, and
-# `complete(arrays)`, called instead of `filled` once every row is written.
+# `complete(arrays, replace)`, called instead of `filled` once every row is written;
+# `replace(old, new)` (`Arena.replace_rows`) may later swap in rows of the same content.
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
@@ -164,11 +165,20 @@ class Arena:
             complete = getattr(self._allocate_column, "complete", None)
             filled = getattr(self._allocate_column, "filled", None)
             if done and complete is not None:
-                complete(arrays)
+                complete(arrays, self.replace_rows)
             elif done and filled is not None:
                 for array in arrays.values():
                     filled(array)
         return [np.int64(0), *decoded]
+
+    def replace_rows(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
+        """Serves `new` (the same rows, elsewhere: the persistent file's mapping) instead
+        of `old` from the next epoch on, if `old` are still the filled rows."""
+        with self._lock:
+            if self.arrays is not old or not self._filled:
+                return False
+            self.arrays = {k: new[k] for k in self.keys}
+            return True
 
     @property
     def reads_ahead(self) -> bool:

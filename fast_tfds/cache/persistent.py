@@ -177,7 +177,7 @@ def open_or_fill(
     except BaseException:
         os.close(lock_fd)
         raise
-    fill = (FileFillReadAhead if read_ahead else FileFill)(path, layout, lock_fd, what)
+    fill = (FileFillReadAhead if read_ahead else MemoryFill)(path, layout, lock_fd, what)
     return Opened(path, allocate=fill)
 
 
@@ -329,26 +329,26 @@ class FileFill:
                 for name, value in sums.items():
                     self._sums[name] = add(self._sums[name], value)
 
-    def complete(self, arrays: dict[str, np.ndarray]) -> None:
+    def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
         """Every row is written: the file is written back, verified, given its header
         and renamed in a thread of its own, so the epoch that filled it ends without
         waiting for the disk (the rows are served from the mapping meanwhile). The
         thread is not a daemon: a process that ends normally finishes the file first."""
-        if arrays is not self._current or self._region is None:
+        if arrays is not self._current or self._fd is None:
             return
         self.writing = threading.Thread(
-            target=self._finish, args=(arrays,), name="fast_tfds persist", daemon=False
+            target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
         )
         self.writing.start()
 
-    def _finish(self, arrays: dict[str, np.ndarray]) -> None:
+    def _finish(self, arrays: dict[str, np.ndarray], replace) -> None:
         """Write back, verify, header, rename. A failure leaves the rows served from
         this process and nothing persisted (one line)."""
         with self._lock:
-            if arrays is not self._current or self._region is None:
+            if arrays is not self._current or self._fd is None:
                 return
             try:
-                self._persist(arrays)
+                self._persist(arrays, replace)
             except (OSError, BadFile) as err:
                 logging.warning(
                     "fast_tfds: persist=True: the cache of %s could not be written to %s "
@@ -364,7 +364,7 @@ class FileFill:
             finally:
                 self._release_key()
 
-    def _persist(self, arrays: dict[str, np.ndarray]) -> None:
+    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
         region, fd = self._region, self._fd
         # Written back once: later epochs find clean pages, which the kernel can drop
         # cheaply under a memory limit; and an I/O error shows here, not later.
@@ -414,6 +414,76 @@ class FileFill:
             if not self.persisted:
                 self._drop_temp()
             self._release_key()
+
+
+class MemoryFill(FileFill):
+    """A `FileFill` for rows within the memory budget: the fill writes anonymous memory,
+    exactly as the memory arena does, while the file's blocks are reserved; then the
+    writing thread writes the rows to the file, reads them back to verify them, and once
+    the file is in place the arena serves from its mapping (`replace`), so this process
+    too shares the page cache's one copy."""
+
+    def _new_file(self) -> dict[str, np.ndarray]:
+        layout = self.layout
+        temp = self.path.with_name(
+            f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        )
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._held.temp, self._fd = temp, fd
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.posix_fallocate(fd, 0, layout.file_size)
+        return {
+            c.name: arenas.allocate_in_memory((layout.num_examples, *c.shape), c.dtype)
+            for c in layout.columns
+        }
+
+    def wrote(self, arrays, start, n) -> None:
+        """Nothing: the checksum is made from the filled rows, in the writing thread."""
+
+    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
+        fd, layout = self._fd, self.layout
+        sums = {name: column_checksum(a) for name, a in arrays.items()}
+        for c in layout.columns:
+            _pwrite_all(fd, arrays[c.name], c.offset)
+        os.pwrite(fd, layout.header(sums), 0)
+        os.fsync(fd)
+        check = read_header(fd)
+        if check.checksums != sums or check.layout.key != layout.key:
+            raise BadFile("its header did not read back as written")
+        for c in layout.columns:
+            if _file_checksum(fd, c, layout.num_examples) != sums[c.name]:
+                raise BadFile(f"its {c.name} rows did not read back as written")
+        os.rename(self._held.temp, self.path)
+        _fsync_folder(self.path.parent)
+        self._held.temp = None
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self.persisted = True
+        region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
+        self._region = region
+        if replace is not None:
+            replace(arrays, _views(region, layout))
+
+
+def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
+    data = memoryview(np.ascontiguousarray(array)).cast("B")
+    while data:
+        written = os.pwrite(fd, data[: 1 << 30], offset)
+        data, offset = data[written:], offset + written
+
+
+def _file_checksum(fd: int, column, num_examples: int) -> int:
+    """The checksum of a column's rows as the file holds them, read back in chunks."""
+    row_bytes = column.nbytes // max(num_examples, 1)
+    per_chunk = max(1, (16 << 20) // max(row_bytes, 1))
+    total = 0
+    for start in range(0, num_examples, per_chunk):
+        n = min(per_chunk, num_examples - start)
+        data = os.pread(fd, n * row_bytes, column.offset + start * row_bytes)
+        if len(data) != n * row_bytes:
+            raise BadFile("shorter than its header says")
+        rows = np.frombuffer(data, column.dtype).reshape((n, *column.shape))
+        total = add(total, column_checksum(rows))
+    return total
 
 
 class FileFillReadAhead(FileFill):

@@ -31,14 +31,20 @@ def rows() -> dict[str, np.ndarray]:
     }
 
 
-def fill(folder: Path, key=KEY, *, stop_after: int | None = None) -> persistent.Opened:
-    """Fills the file of `key` as the reader does: blocks of 8 written out of order."""
-    opened = persistent.open_or_fill(folder, key, N, COLUMNS, what="toy train")
+def fill(
+    folder: Path, key=KEY, *, stop_after: int | None = None, read_ahead: bool = False
+) -> persistent.Opened:
+    """Fills the file of `key` as the reader does: blocks of 8 written out of order.
+    `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
+    opened = persistent.open_or_fill(
+        folder, key, N, COLUMNS, what="toy train", read_ahead=read_ahead
+    )
     assert opened.rows is None and opened.allocate is not None
     columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
     arena = arenas.Arena(N, columns, opened.allocate)
     _, generation, _ = arena.begin()
     data = rows()
+    filled = arena.arrays
     starts = list(range(0, N, 8))[::-1]
     for i, start in enumerate(starts):
         if stop_after is not None and i == stop_after:
@@ -47,6 +53,10 @@ def fill(folder: Path, key=KEY, *, stop_after: int | None = None) -> persistent.
         arena.write(generation, start, *(data[k][start:stop] for k in arena.keys))
     assert arena.filled
     opened.allocate.writing.join(timeout=60)
+    if not read_ahead:  # Filled in memory, then served from the file's mapping.
+        assert arena.arrays is not filled
+        for k in arena.keys:
+            np.testing.assert_array_equal(arena.arrays[k], data[k])
     return opened
 
 
@@ -54,8 +64,11 @@ def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
     return persistent.open_or_fill(folder, key, N, COLUMNS, what="toy train").rows
 
 
-def test_a_filled_file_is_served_with_the_rows_written(tmp_path):
-    opened = fill(tmp_path)
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["in memory", "over budget"])
+def test_a_filled_file_is_served_with_the_rows_written(read_ahead, tmp_path):
+    opened = fill(tmp_path, read_ahead=read_ahead)
+    kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
+    assert type(opened.allocate) is kind
     assert opened.allocate.persisted and opened.path.exists()
     got = served(tmp_path)
     assert got is not None
