@@ -138,7 +138,9 @@ def concurrent_readers(data_dir, cache, arena: Path, count: int = 4) -> dict:
     ]
     try:
         for child in children:
-            lines = [child.stdout.readline().strip() for _ in range(2)]
+            lines = [child.stdout.readline().strip()]
+            while lines[-1] not in ("ready", ""):
+                lines.append(child.stdout.readline().strip())
             if lines[-1] != "ready":
                 raise SystemExit(f"a reader stopped: {lines}")
         mapped = [pss_kib(c.pid, arena) for c in children]
