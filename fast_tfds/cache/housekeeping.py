@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from fast_tfds.cache import disk_rows
-from fast_tfds.cache.persistent import TEMP_MARK, PersistentFile
+from fast_tfds.cache.persistent_listing import TEMP_MARK, PersistentFile
 
 ARENA_IN_USE = "in use by a running process"
 ARENA_LEFT = "left by a stopped run"

@@ -58,11 +58,12 @@ from fast_tfds.cache.persistent_format import (
     column_checksum,
     read_header,
 )
-
-SUFFIX = ".arena"
-LOCK_SUFFIX = ".arena-lock"
-TEMP_MARK = ".arena-tmp-"
-
+from fast_tfds.cache.persistent_listing import (
+    SUFFIX,
+    TEMP_MARK,
+    lock_path,
+    remove_leftovers,
+)
 
 # -- the key and the file's name ---------------------------------------------------
 
@@ -137,7 +138,7 @@ def open_or_fill(
         return Opened(path, rows=rows)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
         logging.warning(
             "fast_tfds: persist=True: %s %s, and %s cannot be written (%s): reading %s "
@@ -566,10 +567,6 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _lock_path(path: Path) -> Path:
-    return path.with_name(path.name.removesuffix(SUFFIX) + LOCK_SUFFIX)
-
-
 def _read_pid(fd: int) -> str:
     try:
         return str(json.loads(os.pread(fd, 256, 0)).get("pid", "?"))
@@ -579,148 +576,3 @@ def _read_pid(fd: int) -> str:
 
 def _size(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-# -- finding and removing ----------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class PersistentFile:
-    """A persistent arena found in a folder (or a temporary file left by a fill)."""
-
-    path: Path
-    size: int  # bytes on disk
-    last_used: float
-    in_use: bool  # a running process maps it (or is filling it)
-    dataset: str | None
-    split: str | None
-    problem: str | None  # why it would not be served; None for a good file
-    stale: bool  # a shard it was made from changed or is gone
-
-    @property
-    def age_s(self) -> float:
-        return max(0.0, time.time() - self.last_used)
-
-
-def find(folder: str | os.PathLike) -> list[PersistentFile]:
-    """The persistent arenas and fill leftovers in `folder`, oldest use first."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = []
-    for path in sorted(folder.iterdir()):
-        if path.name.endswith(SUFFIX):
-            described = _describe(path)
-        elif TEMP_MARK in path.name:
-            described = _describe_temp(path)
-        else:
-            continue
-        if described is not None:
-            found.append(described)
-    return sorted(found, key=lambda f: f.last_used)
-
-
-def _describe(path: Path) -> PersistentFile | None:
-    try:
-        stat = path.stat()
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        header = read_header(fd)
-        key = header.layout.key
-        problem = None
-        if header.layout.file_size != stat.st_size:
-            problem = "truncated"
-    except BadFile as err:
-        key, problem = {}, str(err)
-    finally:
-        os.close(fd)
-    return PersistentFile(
-        path=path,
-        size=stat.st_blocks * 512,
-        last_used=max(stat.st_atime, stat.st_mtime),
-        in_use=in_use(path),
-        dataset=key.get("dataset"),
-        split=key.get("split"),
-        problem=problem,
-        stale=_stale(key.get("shards")),
-    )
-
-
-def _describe_temp(path: Path) -> PersistentFile | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    busy = in_use(path)
-    return PersistentFile(
-        path=path,
-        size=stat.st_blocks * 512,
-        last_used=stat.st_mtime,
-        in_use=busy,
-        dataset=None,
-        split=None,
-        problem="being written" if busy else "unfinished (left by a stopped fill)",
-        stale=False,
-    )
-
-
-def in_use(path: Path) -> bool:
-    """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Gone, or not ours to read.
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _stale(shards) -> bool:
-    if not shards:
-        return False
-    for filename, size, mtime_ns in shards:
-        try:
-            stat = os.stat(filename)
-        except OSError:
-            return True
-        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
-            return True
-    return False
-
-
-def remove(path: Path) -> bool:
-    """Removes a persistent arena (and its lock file) unless a process uses it; whether
-    it did. The exclusive lock is taken first, so a reader that opens it meanwhile waits
-    and then finds it gone."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        path.unlink(missing_ok=True)
-        if path.name.endswith(SUFFIX):
-            lock = _lock_path(path)
-            if not disk_rows.is_locked(lock):
-                lock.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
-    return True
-
-
-def remove_leftovers(folder: Path) -> list[Path]:
-    """Removes the temporary files of fills whose process is gone."""
-    removed = []
-    for found in find(folder):
-        if TEMP_MARK in found.path.name and not found.in_use and remove(found.path):
-            removed.append(found.path)
-    return removed

@@ -31,7 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, persistent
+from fast_tfds.cache import disk_rows, persistent_listing
 from fast_tfds.cache.housekeeping import (
     ARENA_IN_USE,
     ARENA_LEFT,
@@ -76,7 +76,7 @@ def list_command(args, out=None) -> int:
             arena_lines.append(
                 f"{len(arenas)} memory-cache file(s), {size_text(total)} in {arena_folder}"
             )
-        kept = persistent.find(arena_folder)
+        kept = persistent_listing.find(arena_folder)
         for found in kept:
             dataset = f"{found.dataset or '?'} {found.split or '?'}"
             print(
@@ -130,7 +130,7 @@ def clean_command(args, out=None) -> int:
 def clean_persistent(folder: Path, *, older_than_s, everything: bool, dry_run: bool, out) -> None:
     """Removes the persistent caches in `folder` that `why_remove_persistent` names,
     never one that a running process maps or fills."""
-    found = persistent.find(folder)
+    found = persistent_listing.find(folder)
     if not found:
         return
     removed = freed = kept = 0
@@ -141,7 +141,7 @@ def clean_persistent(folder: Path, *, older_than_s, everything: bool, dry_run: b
             if cache.in_use:
                 print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
             continue
-        if not dry_run and not persistent.remove(cache.path):
+        if not dry_run and not persistent_listing.remove(cache.path):
             kept += 1  # Opened by a process since it was listed.
             print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
             continue
