@@ -6,6 +6,9 @@
 - Where its rows live: `memory_budget` finds what the process may use (cgroup limits,
   MemAvailable), `placement` puts the rows in memory when they fit that budget and
   otherwise in `disk_rows`, a memory-mapped file on disk.
+- `persistent` (`persist=True`): an arena in a file (`persistent_format`) that later and
+  concurrent processes map and serve from their first epoch; `persistent_listing` finds
+  and removes such files.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).

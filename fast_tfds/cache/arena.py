@@ -32,6 +32,11 @@ FILL, SERVE = 0, 1
 # It may also have a method `filled(array)`, called once the fill has written every row,
 # and `read_ahead(array, rows)`, called a few batches before served epochs gather those
 # rows (rows on disk write themselves back, and are read ahead: see `placement`).
+# An allocator of whole arenas (one file for every column: `persistent.FileFill`) has
+# `columns({key: (shape, dtype)}) -> {key: array}` instead, and may have
+# `wrote(arrays, start, n)`, called after the fill wrote rows start..start+n, and
+# `complete(arrays, replace)`, called instead of `filled` once every row is written;
+# `replace(old, new)` (`Arena.replace_rows`) may later swap in rows of the same content.
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
@@ -82,16 +87,29 @@ class Arena:
         num_examples: int,
         columns: dict[str, Column],
         allocate: Allocate | None = None,
+        *,
+        filled_rows: dict[str, np.ndarray] | None = None,
     ):
+        """`filled_rows`: every row already written (a persistent arena's file): the
+        arena serves them from its first epoch and never fills."""
         self.num_examples = num_examples
         self.keys = sorted(columns)
         self.columns = {k: columns[k] for k in self.keys}
         self.encoded = [k for k in self.keys if self.columns[k].encoded is not None]
         self._allocate_column = allocate or allocate_in_memory
-        self.arrays = self._allocate()
+        if filled_rows is not None:
+            wanted = {
+                k: ((num_examples, *c.shape), np.dtype(c.dtype)) for k, c in self.columns.items()
+            }
+            found = {k: (a.shape, a.dtype) for k, a in filled_rows.items()}
+            if found != wanted:
+                raise ValueError(f"filled_rows: {found} for an arena of {wanted}")
+            self.arrays = {k: filled_rows[k] for k in self.keys}
+        else:
+            self.arrays = self._allocate()
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
         self._lock = threading.Lock()
-        self._filled = False
+        self._filled = filled_rows is not None
         self._generation = 0  # Which fill pass may write; an abandoned one may not.
         self._written = 0
         self._epoch = 0
@@ -136,16 +154,31 @@ class Arena:
             elif live:
                 rows[...] = column
         if live:
+            wrote = getattr(self._allocate_column, "wrote", None)
+            if wrote is not None:
+                wrote(arrays, start, n)
             with self._lock:
                 done = False
                 if int(generation) == self._generation:
                     self._written += n
                     self._filled = done = self._written == self.num_examples
+            complete = getattr(self._allocate_column, "complete", None)
             filled = getattr(self._allocate_column, "filled", None)
-            if done and filled is not None:
+            if done and complete is not None:
+                complete(arrays, self.replace_rows)
+            elif done and filled is not None:
                 for array in arrays.values():
                     filled(array)
         return [np.int64(0), *decoded]
+
+    def replace_rows(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
+        """Serves `new` (the same rows, elsewhere: the persistent file's mapping) instead
+        of `old` from the next epoch on, if `old` are still the filled rows."""
+        with self._lock:
+            if self.arrays is not old or not self._filled:
+                return False
+            self.arrays = {k: new[k] for k in self.keys}
+            return True
 
     @property
     def reads_ahead(self) -> bool:
@@ -159,10 +192,11 @@ class Arena:
                 read_ahead(array, rows)
 
     def _allocate(self) -> dict[str, np.ndarray]:
-        return {
-            k: self._allocate_column((self.num_examples, *c.shape), c.dtype)
-            for k, c in self.columns.items()
-        }
+        wanted = {k: ((self.num_examples, *c.shape), c.dtype) for k, c in self.columns.items()}
+        whole = getattr(self._allocate_column, "columns", None)
+        if whole is not None:
+            return whole(wanted)
+        return {k: self._allocate_column(shape, dtype) for k, (shape, dtype) in wanted.items()}
 
 
 # -- the registry ------------------------------------------------------------------

@@ -2,8 +2,8 @@
 why one may be removed, and where the memory caches' disk rows are looked for.
 
 Plain files, no TensorFlow: the file caches are found by `tf_file_listing`, the
-memory caches' rows on disk by `disk_rows`. A cache a running process holds is
-never removable (its OS lock says so).
+memory caches' rows on disk by `disk_rows`, the persistent arenas (`persist=True`) by
+`persistent`. A cache a running process holds is never removable (its OS lock says so).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from fast_tfds.cache import disk_rows
+from fast_tfds.cache.persistent_listing import TEMP_MARK, PersistentFile
 
 ARENA_IN_USE = "in use by a running process"
 ARENA_LEFT = "left by a stopped run"
@@ -72,4 +73,35 @@ def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | 
         return "--all"
     if older_than_s is not None and cache.age_s > older_than_s:
         return f"not used for {age_text(cache.age_s).removesuffix(' ago')}"
+    return None
+
+
+def describe_persistent(found: PersistentFile) -> str:
+    """The state of a persistent arena: in use, complete, stale, damaged or unfinished."""
+    if TEMP_MARK in found.path.name:
+        return f"persistent, {found.problem}"
+    state = "persistent, in use" if found.in_use else "persistent"
+    if found.problem:
+        return f"{state}, damaged ({found.problem})"
+    if found.stale:
+        return f"{state}, stale (its dataset was rebuilt or removed)"
+    return state
+
+
+def why_remove_persistent(
+    found: PersistentFile, *, older_than_s: float | None, everything: bool
+) -> str | None:
+    """Why `clean` removes a persistent arena, or None to keep it (always, when in use)."""
+    if found.in_use:
+        return None
+    if TEMP_MARK in found.path.name:
+        return "unfinished"
+    if found.problem:
+        return "damaged"
+    if found.stale:
+        return "stale"
+    if everything:
+        return "--all"
+    if older_than_s is not None and found.age_s > older_than_s:
+        return f"not used for {age_text(found.age_s).removesuffix(' ago')}"
     return None

@@ -28,6 +28,13 @@ from fast_tfds.cache import arena, disk_rows, memory_budget
 DEFAULT_SHARE = 0.75
 
 
+def fits_in_memory(need: int, cache_budget: int | None = None) -> bool:
+    """Whether `need` bytes of rows fit the memory budget (as `allocator` decides)."""
+    budget = memory_budget.available_memory(cache_budget)
+    allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
+    return need <= allowed
+
+
 def allocator(
     need: int,
     *,

@@ -6,16 +6,19 @@ memory cache (`cache=True`) of a split larger than the memory budget keeps its
 rows in a file on disk (`arena-*.rows`, in $FAST_TFDS_CACHE_DIR, else
 $XDG_CACHE_HOME/fast_tfds, else ~/.cache/fast_tfds, or the reader's `cache_dir`);
 those files are listed and cleaned too: the ones in DIR, and without DIR also
-those in that default folder.
+those in that default folder. So are the persistent caches (`persist=True`,
+`<dataset>.<split>.<digest>.arena`), which later runs serve from.
 
     fast-tfds cache list [DIR]
         one line per cache: state, size, last use, dataset, split, file prefix;
-        one per memory-cache file: in use by a running process, or left by a stopped run
+        one per memory-cache file: in use by a running process, or left by a stopped run;
+        one per persistent cache: state, size on disk, last use, dataset, split, path
     fast-tfds cache clean [DIR] [--older-than AGE] [--all] [--dry-run]
         removes the caches that can never be read again: unfinished ones left by
-        a stopped run, those of a dataset that was rebuilt or deleted since, and
-        memory-cache files left by a stopped run; with --older-than 30d (or 12h, 45m) also
-        the file caches not used for that long; with --all every file cache.
+        a stopped run, those of a dataset that was rebuilt or deleted since, damaged
+        persistent caches, and memory-cache files left by a stopped run; with
+        --older-than 30d (or 12h, 45m) also the file and persistent caches not used
+        for that long; with --all every file and persistent cache.
 
 A cache that a running process has open is never removed (its OS lock says
 so), whatever the options.
@@ -28,17 +31,19 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, persistent_listing
 from fast_tfds.cache.housekeeping import (
     ARENA_IN_USE,
     ARENA_LEFT,
     ARENA_WHAT,
     age_text,
     arena_folders,
+    describe_persistent,
     describe_state,
     mtime_age_text,
     size_text,
     why_remove,
+    why_remove_persistent,
 )
 
 
@@ -70,6 +75,19 @@ def list_command(args, out=None) -> int:
             total = sum(a.size for a in arenas)
             arena_lines.append(
                 f"{len(arenas)} memory-cache file(s), {size_text(total)} in {arena_folder}"
+            )
+        kept = persistent_listing.find(arena_folder)
+        for found in kept:
+            dataset = f"{found.dataset or '?'} {found.split or '?'}"
+            print(
+                f"{describe_persistent(found):<50} {size_text(found.size):>12} "
+                f"{age_text(found.age_s):>11}  {dataset}  {found.path}",
+                file=out,
+            )
+        if kept or arena_folder != Path(folder):
+            total = sum(f.size for f in kept)
+            arena_lines.append(
+                f"{len(kept)} persistent cache(s), {size_text(total)} in {arena_folder}"
             )
     total = sum(c.size for c in caches)
     print(f"{len(caches)} cache(s), {size_text(total)} in {folder}", file=out)
@@ -103,7 +121,39 @@ def clean_command(args, out=None) -> int:
     print(f"{verb} {removed} cache(s), {size_text(freed)}; kept {kept}.", file=out)
     for folder in arena_folders(args.folder):
         clean_arenas(folder, dry_run=args.dry_run, out=out)
+        clean_persistent(
+            folder, older_than_s=older_than_s, everything=args.all, dry_run=args.dry_run, out=out
+        )
     return 0
+
+
+def clean_persistent(folder: Path, *, older_than_s, everything: bool, dry_run: bool, out) -> None:
+    """Removes the persistent caches in `folder` that `why_remove_persistent` names,
+    never one that a running process maps or fills."""
+    found = persistent_listing.find(folder)
+    if not found:
+        return
+    removed = freed = kept = 0
+    for cache in found:
+        reason = why_remove_persistent(cache, older_than_s=older_than_s, everything=everything)
+        if reason is None:
+            kept += 1
+            if cache.in_use:
+                print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
+            continue
+        if not dry_run and not persistent_listing.remove(cache.path):
+            kept += 1  # Opened by a process since it was listed.
+            print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
+            continue
+        removed += 1
+        freed += cache.size
+        verb = "would remove" if dry_run else "removed"
+        print(f"{verb:<8} {cache.path} ({reason}, {size_text(cache.size)})", file=out)
+    verb = "Would remove" if dry_run else "Removed"
+    print(
+        f"{verb} {removed} persistent cache(s) in {folder}, {size_text(freed)}; kept {kept}.",
+        file=out,
+    )
 
 
 def clean_arenas(folder: Path, *, dry_run: bool, out) -> None:

@@ -23,6 +23,12 @@ import simplejpeg
 
 from fast_tfds.core.dataset_hooks import Window
 
+# The version of the pixels this module makes. Bump it with any change that alters a
+# decoded pixel (scale choice, filter, rounding, a library's decoding options): the
+# persistent caches (`fast_tfds.cache.persistent`) are keyed by it, so files of the
+# old pixels are never served.
+DECODER_VERSION = 1
+
 
 def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Decodes `jpegs[i]` into `rows[i]` ([n, H, W, 3] uint8) and returns `rows`.

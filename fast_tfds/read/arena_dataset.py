@@ -70,6 +70,7 @@ def arena_batches(
     parse_batch: BatchParser | None = None,
     encoded: dict[str, BlockImages] | None = None,
     allocate: arenas.Allocate | None = None,
+    filled_rows: dict[str, np.ndarray] | None = None,
 ) -> tuple[tf.data.Dataset, arenas.Arena]:
     """One epoch of `output_fn(batch)`s, filling the arena or served from it; iterating
     the returned dataset again gives the next epoch.
@@ -77,11 +78,14 @@ def arena_batches(
     `examples` are example dicts, or with `parse_batch` serialized records that it
     parses a block at a time. `encoded` gives the features that arrive as JPEG bytes
     ({'image': BlockImages}): they are decoded into the arena's rows. `allocate` gives
-    the arena its memory (default: anonymous memory; see `placement`).
+    the arena its memory (default: anonymous memory; see `placement`); `filled_rows`
+    are rows already filled (a persistent arena's file), served from the first epoch.
     """
     encoded = encoded or {}
     specs = arena_specs(examples, parse_batch, encoded)
-    arena = arenas.Arena(epochs.num_examples, _columns(specs, encoded), allocate)
+    arena = arenas.Arena(
+        epochs.num_examples, _columns(specs, encoded), allocate, filled_rows=filled_rows
+    )
     # Without a seed each dataset still gets its own permutations.
     base_seed = (
         epochs.order.seed

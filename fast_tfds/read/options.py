@@ -33,17 +33,20 @@ class CacheKind(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class CacheChoice:
-    """The `cache`, `cache_budget` and `cache_dir` keywords, read once."""
+    """The `cache`, `cache_budget`, `cache_dir` and `persist` keywords, read once."""
 
     kind: CacheKind
     path: str | None = None  # FILES: the prefix of the cache's files.
     budget: int | None = None  # MEMORY: bytes its rows may take in memory.
     folder: str | os.PathLike | None = None  # MEMORY: where rows over the budget go.
+    persist: bool = False  # MEMORY: the arena is a file in `folder` that outlives the run.
 
     @classmethod
-    def of(cls, cache: bool | str | os.PathLike, budget=None, folder=None) -> CacheChoice:
+    def of(
+        cls, cache: bool | str | os.PathLike, budget=None, folder=None, persist=False
+    ) -> CacheChoice:
         if cache is True:
-            return cls(CacheKind.MEMORY, budget=budget, folder=folder)
+            return cls(CacheKind.MEMORY, budget=budget, folder=folder, persist=persist)
         if cache is False:
             return cls(CacheKind.OFF)
         return cls(CacheKind.FILES, path=os.fspath(cache))
@@ -98,8 +101,18 @@ class ReadOptions:
         else MemAvailable). A cache over the budget goes to a memory-mapped file in
         `cache_dir` instead, with one log line; if that folder lacks room too, the
         read fails at once with one line. See `fast_tfds.cache.placement`.
-      cache_dir: the local folder of such files (default: $FAST_TFDS_CACHE_DIR, else
-        ~/.cache/fast_tfds); `fast-tfds cache list|clean` shows and removes them.
+      cache_dir: the local folder of such files, and of persistent caches (default:
+        $FAST_TFDS_CACHE_DIR, else $XDG_CACHE_HOME/fast_tfds, else ~/.cache/fast_tfds);
+        `fast-tfds cache list|clean` shows and removes them.
+      persist: True keeps the arena (cache=True) in a file in `cache_dir` that outlives
+        the process: the first run fills it (one log line says where and how big),
+        every later or concurrent run with the same key (dataset and version, split,
+        shard files and their times, output size, dtype, features, decoder version)
+        maps it and serves from its first epoch, without decoding. Off by default: the
+        decoded cache is many times the size of the JPEGs (150 KB per image at 224 px),
+        so disk is used only when asked. A damaged or stale file is refilled; a read-only
+        folder is read without writing. See docs/reading.md and
+        `fast_tfds.cache.persistent`.
       shuffle: shuffle file order and examples (a new order every epoch); epochs
         served from the arena are a permutation of the whole split.
       shuffle_buffer: examples in the shuffle buffer of epochs that decode (epoch 1
@@ -150,6 +163,7 @@ class ReadOptions:
     cache: bool | str | os.PathLike = True
     cache_budget: int | None = None
     cache_dir: str | os.PathLike | None = None
+    persist: bool = False
     shuffle: bool = True
     shuffle_buffer: int = 1024
     seed: int | None = None
@@ -172,6 +186,7 @@ class ReadOptions:
         _check_cache(self.cache)
         check_int("cache_budget", self.cache_budget, optional=True)
         _check_cache_dir(self.cache_dir)
+        _check_persist(self.persist, self.cache)
         check_int("shuffle_buffer", self.shuffle_buffer)
         check_seed(self.seed)
         if self.dtype not in (tf.float32, tf.uint8):
@@ -201,8 +216,8 @@ class ReadOptions:
 
     @property
     def cache_choice(self) -> CacheChoice:
-        """`cache`, `cache_budget` and `cache_dir` as one typed value."""
-        return CacheChoice.of(self.cache, self.cache_budget, self.cache_dir)
+        """`cache`, `cache_budget`, `cache_dir` and `persist` as one typed value."""
+        return CacheChoice.of(self.cache, self.cache_budget, self.cache_dir, self.persist)
 
     @property
     def order(self) -> Order:
@@ -248,6 +263,11 @@ def _check_augmented(opts: ReadOptions) -> None:
             f"service={opts.service!r}: augment= crops before decoding, here; read "
             "without service= or without augment="
         )
+    if opts.persist:
+        raise ValueError(
+            "persist=True: the cache of augment= (pictures at the cache resolution) is not "
+            "kept in a file yet; read with persist=False, or without augment="
+        )
 
 
 def _check_cache_dir(cache_dir) -> None:
@@ -259,6 +279,15 @@ def _check_cache_dir(cache_dir) -> None:
         raise ValueError(
             f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
             "are a memory-mapped file)"
+        )
+
+
+def _check_persist(persist, cache) -> None:
+    if persist is not True and persist is not False:
+        raise ValueError(f"persist={persist!r}: must be True or False")
+    if persist and cache is not True:
+        raise ValueError(
+            f"persist=True: keeps the in-memory cache (cache=True) in a file, and cache={cache!r}"
         )
 
 

@@ -12,6 +12,7 @@ import enum
 from collections.abc import Callable
 
 import tensorflow as tf
+from absl import logging
 
 from fast_tfds.cache import tf_file_cache
 from fast_tfds.read import arena_dataset, augment_dataset
@@ -70,12 +71,14 @@ def _arena(reading: Reading) -> tf.data.Dataset:
     epochs = arena_dataset.ArenaEpochs(
         reading.num_examples, reading.batching, reading.order, reading.output_fn
     )
+    allocate, filled_rows = reading.arena_rows(reading.block_spec)
     ds, _ = arena_dataset.arena_batches(
         reading.serialized,
         epochs,
         parse_batch=reading.parse_batch,
         encoded=reading.encoded,
-        allocate=reading.arena_allocator(reading.block_spec),
+        allocate=allocate,
+        filled_rows=filled_rows,
     )
     return ds
 
@@ -109,8 +112,10 @@ def _arena_of_examples(reading: Reading) -> tf.data.Dataset:
     epochs = arena_dataset.ArenaEpochs(
         reading.num_examples, reading.batching, reading.order, reading.output_fn
     )
-    allocate = reading.arena_allocator(reading.examples.element_spec)
-    ds, _ = arena_dataset.arena_batches(reading.examples, epochs, allocate=allocate)
+    allocate, filled_rows = reading.arena_rows(reading.examples.element_spec)
+    ds, _ = arena_dataset.arena_batches(
+        reading.examples, epochs, allocate=allocate, filled_rows=filled_rows
+    )
     return ds
 
 
@@ -119,6 +124,13 @@ def _per_example(reading: Reading) -> tf.data.Dataset:
     ─ batch ─ output."""
     order, batching, cache = reading.order, reading.batching, reading.cache
     deterministic = order.deterministic
+    if cache.persist:
+        logging.warning(
+            "fast_tfds: persist=True: examples of %s %s vary in size or hold strings, so "
+            "they cannot be kept in a persistent arena: cached in memory for this run only.",
+            reading.builder.info.full_name,
+            reading.split,
+        )
     ds = reading.examples
     if cache.kind is CacheKind.MEMORY:
         ds = ds.cache()

@@ -19,7 +19,7 @@ import tensorflow_datasets as tfds
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
 from fast_tfds.core.options import SEED_LIMIT
-from fast_tfds.read import arena_dataset, records, service
+from fast_tfds.read import arena_dataset, persisted, records, service
 from fast_tfds.read.decoding import BlockImages, block_images, make_decoder
 from fast_tfds.read.options import Batching, CacheChoice, CacheKind, Order, ReadOptions
 from fast_tfds.read.output import make_output_fn
@@ -157,6 +157,14 @@ class Reading:
             cache_budget=self.cache.budget,
             cache_dir=self.cache.folder,
         )
+
+    def arena_rows(self, specs: dict[str, tf.TensorSpec]):
+        """(allocate, filled_rows) of the arena of examples of `specs`: with `persist`,
+        a persistent file's rows to serve or a new file to fill (`persisted`), else
+        `arena_allocator`'s memory or disk rows (filled_rows None)."""
+        if self.cache.persist:
+            return persisted.arena_rows(self, specs)
+        return self.arena_allocator(specs), None
 
     @functools.cached_property
     def examples(self) -> tf.data.Dataset:

@@ -26,6 +26,21 @@ def test_the_cache_keyword_is_read_once_into_one_typed_choice(tmp_path):
     assert ReadOptions(cache=False).cache_choice.kind is CacheKind.OFF
 
 
+def test_persist_is_part_of_the_cache_choice_and_checked_in_one_line(tmp_path):
+    choice = ReadOptions(persist=True, cache_dir=str(tmp_path)).cache_choice
+    assert (choice.kind, choice.persist, choice.folder) == (CacheKind.MEMORY, True, str(tmp_path))
+    assert ReadOptions().cache_choice.persist is False
+    for bad, says in [
+        ({"persist": "yes"}, "persist='yes': must be True or False"),
+        ({"persist": 1}, "persist=1: must be True or False"),
+        ({"persist": True, "cache": False}, "persist=True: keeps the in-memory cache"),
+        ({"persist": True, "cache": str(tmp_path / "c")}, "persist=True: keeps the in-memory"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            ReadOptions(**bad)
+        assert str(err.value).startswith(says) and "\n" not in str(err.value)
+
+
 def test_every_option_is_documented_on_the_class():
     import dataclasses
 

@@ -1,0 +1,578 @@
+"""A decoded cache that outlives the process (`persist=True`): an arena in a file.
+
+The first run fills the arena as always, but its rows are a memory-mapped file in the
+cache folder (`persistent_format` has the layout); once every row is written, the file
+is written back, its data checksum verified, its header written, and only then renamed
+to its final name. Every later run, and every concurrent one, maps that file and serves
+from its first epoch: nothing is decoded and the shard files are not opened. The page
+cache holds one copy of the rows for all of them (each maps the file copy-on-write,
+and no one writes).
+
+The file's name is a digest of its key, and its header holds the key itself: what the
+rows were made from (dataset and version, split and slice, shard files with their sizes
+and modification times, output size and dtype, the decoder's version, the features).
+The caller makes the key; this module only compares it, so a file made from other
+inputs is never served.
+
+Safety, in the order things can go wrong:
+- Two processes filling the same key: one takes the key's lock file (`flock`), the
+  other caches in memory for its run and says so.
+- A fill that dies (killed, an exception, a dropped iterator) leaves only a temporary
+  file, never trusted; its `flock` dies with its process, and the next run in the
+  folder (or `fast-tfds cache clean`) removes it.
+- Disk full: the file's blocks are reserved (`posix_fallocate`) before the first row is
+  written, so a full disk is found before the fill, never as a crash in the middle
+  of it: the run caches in memory instead, with one line.
+- A truncated file, a damaged header or another key: found when opening, one line,
+  filled again.
+- A read-only folder (a team's shared cache): its files are served; a missing or bad
+  one is read without persisting, with one line.
+
+No TensorFlow: the Grain loader can use the same files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import mmap
+import os
+import re
+import threading
+import time
+import uuid
+import weakref
+from pathlib import Path
+
+import numpy as np
+from absl import logging
+
+from fast_tfds.cache import arena as arenas
+from fast_tfds.cache import disk_rows
+from fast_tfds.cache.persistent_format import (
+    BadFile,
+    Layout,
+    add,
+    column_checksum,
+    read_header,
+)
+from fast_tfds.cache.persistent_listing import (
+    SUFFIX,
+    TEMP_MARK,
+    lock_path,
+    remove_leftovers,
+)
+
+# -- the key and the file's name ---------------------------------------------------
+
+
+def key_digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def file_name(key: dict) -> str:
+    """`<dataset>.<split>.<16 hex digits of the key>.arena`: readable, and unique per key."""
+    readable = f"{str(key.get('dataset', 'dataset')).replace('/', '-')}.{key.get('split', '')}"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", readable)
+    return f"{slug}.{key_digest(key)[:16]}{SUFFIX}"
+
+
+def shard_fingerprint(paths) -> list[list] | None:
+    """[[path, size, mtime_ns]] of each shard file, or None when one is not a local file
+    (an object store's `gs://...`: its times are not the kernel's to vouch for)."""
+    found = []
+    for path in paths:
+        path = os.fspath(path)
+        if "://" in path:
+            return None
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        found.append([path, stat.st_size, stat.st_mtime_ns])
+    return found
+
+
+# -- what opening gives ------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Opened:
+    """How the arena gets its rows: a filled file's rows to serve (`rows`), a new file
+    to fill (`allocate`), or neither (None, None): the caller caches in memory."""
+
+    path: Path
+    rows: dict[str, np.ndarray] | None = None
+    allocate: arenas.Allocate | None = None
+
+
+def open_or_fill(
+    folder: str | os.PathLike,
+    key: dict,
+    num_examples: int,
+    columns: dict[str, tuple],
+    *,
+    what: str,
+    read_ahead: bool = False,
+) -> Opened:
+    """The persistent arena of `key` in `folder`: served if a good file is there, else
+    filled into a new one if this process may, else neither (one log line says why).
+
+    `columns` is {name: (one example's shape, dtype)}. `read_ahead`: the rows exceed the
+    memory budget, so served epochs ask for their rows ahead (as `disk_rows` does).
+    """
+    folder = Path(folder)
+    key = json.loads(json.dumps(key))  # As the header gives it back (tuples are lists).
+    path = folder / file_name(key)
+    layout = Layout.plan(key, num_examples, columns)
+    rows, bad = _open_checked(path, layout, read_ahead)
+    if rows is not None:
+        logging.info(
+            "fast_tfds: serving %s from the persistent cache %s (%s)",
+            what,
+            path,
+            _size(layout.file_size),
+        )
+        return Opened(path, rows=rows)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        logging.warning(
+            "fast_tfds: persist=True: %s %s, and %s cannot be written (%s): reading %s "
+            "without persisting its cache.",
+            path.name,
+            bad or "is not there",
+            folder,
+            err.strerror or err,
+            what,
+        )
+        return Opened(path)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_pid(lock_fd)
+        os.close(lock_fd)
+        logging.warning(
+            "fast_tfds: persist=True: another process (pid %s) is writing the persistent "
+            "cache %s; this run caches %s in memory.",
+            holder,
+            path,
+            what,
+        )
+        return Opened(path)
+    try:
+        remove_leftovers(folder)
+        # Another process may have finished it while this one waited for the lock.
+        rows, bad = _open_checked(path, layout, read_ahead)
+        if rows is not None:
+            os.close(lock_fd)
+            return Opened(path, rows=rows)
+        if bad is not None:
+            logging.warning("fast_tfds: the persistent cache %s %s: filling it again.", path, bad)
+            path.unlink(missing_ok=True)
+        os.ftruncate(lock_fd, 0)
+        os.pwrite(lock_fd, json.dumps({"pid": os.getpid()}).encode(), 0)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    fill = (FileFillReadAhead if read_ahead else MemoryFill)(path, layout, lock_fd, what)
+    return Opened(path, allocate=fill)
+
+
+def _open_checked(
+    path: Path, layout: Layout, read_ahead: bool
+) -> tuple[dict[str, np.ndarray] | None, str | None]:
+    """(rows, None) of a good file; (None, why) of a bad one; (None, None) if absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"cannot be opened ({err.strerror or err})"
+    try:
+        # Shared: `clean` takes it exclusively, so a file in use is never removed.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        header = read_header(fd)
+        found = header.layout
+        if found.file_size != size:
+            raise BadFile(f"is truncated ({size} of {found.file_size} bytes)")
+        if found.key != layout.key:
+            raise BadFile("was made from other inputs (its key differs)")
+        if (found.num_examples, _shapes(found)) != (layout.num_examples, _shapes(layout)):
+            raise BadFile("holds other columns than this read makes")
+        # Copy-on-write: the arrays are writable for numpy and TensorFlow, and no page is
+        # ever written, so every process shares the page cache's one copy.
+        region = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
+    except BadFile as err:
+        os.close(fd)
+        message = str(err)
+        return None, message if message.startswith(("is ", "was ", "holds ")) else (
+            f"cannot be trusted: {message}"
+        )
+    except (OSError, ValueError) as err:
+        os.close(fd)
+        return None, f"cannot be read ({err})"
+    weakref.finalize(region, os.close, fd)
+    if read_ahead and hasattr(mmap, "MADV_RANDOM"):
+        region.madvise(mmap.MADV_RANDOM)
+    try:  # The last use, for `fast-tfds cache list|clean --older-than`.
+        os.utime(path, (time.time(), os.stat(path).st_mtime))
+    except OSError:  # A read-only folder.
+        pass
+    return _views(region, found), None
+
+
+def _shapes(layout: Layout) -> list:
+    return [(c.name, c.shape, c.dtype.str) for c in layout.columns]
+
+
+def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
+    arrays = {}
+    for c in layout.columns:
+        count = layout.num_examples * int(np.prod(c.shape, dtype=np.int64))
+        array = np.frombuffer(region, c.dtype, count=count, offset=c.offset)
+        arrays[c.name] = array.reshape((layout.num_examples, *c.shape))
+    return arrays
+
+
+# -- filling a new file ------------------------------------------------------------
+
+
+class FileFill:
+    """An `arena.Allocate` that gives a whole arena its rows in a new temporary file,
+    and makes the file the persistent cache once the fill has written every row.
+
+    Holds the key's lock from its creation until the file is renamed (or given up).
+    If the disk lacks room, or the file cannot be made, the arena gets anonymous
+    memory instead (one log line) and nothing is persisted.
+    """
+
+    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str):
+        self.path = path
+        self.layout = layout
+        self.what = what
+        self._held = _Held(lock_fd)
+        self._lock = threading.Lock()
+        self._current: dict[str, np.ndarray] | None = None
+        self._fd: int | None = None
+        self._region: mmap.mmap | None = None
+        self._sums: dict[str, int] = {}
+        self._announced = False
+        self.persisted = False
+        self.writing: threading.Thread | None = None  # Writing the filled file out.
+        # Its arena dropped before the fill ended: the temporary file and the lock go.
+        weakref.finalize(self, _abandon, self._held)
+
+    def __call__(self, shape, dtype) -> np.ndarray:
+        raise TypeError("FileFill allocates whole arenas (`columns`), not single arrays")
+
+    def columns(self, wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
+        """The arena's arrays, {name: ([n, *shape], dtype)}, over a new temporary file
+        (a refill after a stopped one gets a new file: the old rows may still be held)."""
+        with self._lock:
+            self._drop_temp()
+            if self._held.lock_fd is None:  # Given up earlier: memory from now on.
+                return _in_memory(wanted)
+            try:
+                arrays = self._new_file()
+            except OSError as err:
+                self._drop_temp()
+                self._release_key()
+                logging.warning(
+                    "fast_tfds: persist=True: no room for the %s cache of %s in %s (%s): "
+                    "caching it in memory for this run only.",
+                    _size(self.layout.file_size),
+                    self.what,
+                    self.path.parent,
+                    err.strerror or err,
+                )
+                return _in_memory(wanted)
+            self._current = arrays
+            self._sums = {name: 0 for name in arrays}
+        if not self._announced:
+            self._announced = True
+            logging.warning(
+                "fast_tfds: persist=True: writing the decoded cache of %s (%s on disk) to "
+                "%s; later runs serve from it. See or remove it with `fast-tfds cache "
+                "list|clean %s`.",
+                self.what,
+                _size(self.layout.file_size),
+                self.path,
+                self.path.parent,
+            )
+        return arrays
+
+    def _new_file(self) -> dict[str, np.ndarray]:
+        layout = self.layout
+        temp = self.path.with_name(
+            f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        )
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._held.temp, self._fd = temp, fd
+        # Held while the fill runs: a temporary file whose lock is free is a leftover.
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
+        os.posix_fallocate(fd, 0, layout.file_size)
+        self._region = mmap.mmap(fd, layout.file_size, flags=mmap.MAP_SHARED)
+        return _views(self._region, layout)
+
+    def wrote(self, arrays: dict[str, np.ndarray], start: int, n: int) -> None:
+        """Adds rows start..start+n (just written by the fill) to the data checksum."""
+        if arrays is not self._current:
+            return
+        sums = {name: column_checksum(a[start : start + n]) for name, a in arrays.items()}
+        with self._lock:
+            if arrays is self._current:
+                for name, value in sums.items():
+                    self._sums[name] = add(self._sums[name], value)
+
+    def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
+        """Every row is written: the file is written back, verified, given its header
+        and renamed in a thread of its own, so the epoch that filled it ends without
+        waiting for the disk (the rows are served from the mapping meanwhile). The
+        thread is not a daemon: a process that ends normally finishes the file first."""
+        if arrays is not self._current or self._fd is None:
+            return
+        self.writing = threading.Thread(
+            target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
+        )
+        self.writing.start()
+
+    def _finish(self, arrays: dict[str, np.ndarray], replace) -> None:
+        """Write back, verify, header, rename. A failure leaves the rows served from
+        this process and nothing persisted (one line)."""
+        with self._lock:
+            if arrays is not self._current or self._fd is None:
+                return
+            try:
+                self._persist(arrays, replace)
+            except (OSError, BadFile) as err:
+                logging.warning(
+                    "fast_tfds: persist=True: the cache of %s could not be written to %s "
+                    "(%s): it stays in memory for this run only.",
+                    self.what,
+                    self.path,
+                    err,
+                )
+                # The mapping keeps the rows readable after the unlink.
+                if self._held.temp is not None:
+                    self._held.temp.unlink(missing_ok=True)
+                self._held.temp = None
+            finally:
+                self._release_key()
+
+    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
+        region, fd = self._region, self._fd
+        # Written back once: later epochs find clean pages, which the kernel can drop
+        # cheaply under a memory limit; and an I/O error shows here, not later.
+        region.flush()
+        found = {name: column_checksum(a) for name, a in arrays.items()}
+        if found != self._sums:
+            raise BadFile("its rows do not match the checksum made while filling them")
+        header = self.layout.header(self._sums)
+        os.pwrite(fd, header, 0)
+        os.fsync(fd)
+        check = read_header(fd)
+        if check.checksums != self._sums or check.layout.key != self.layout.key:
+            raise BadFile("its header did not read back as written")
+        os.rename(self._held.temp, self.path)
+        _fsync_folder(self.path.parent)
+        self._held.temp = None
+        # From now on a reader like any other: shared, so `clean` leaves it alone.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self.persisted = True
+        self.after_persist(region)
+
+    def after_persist(self, region: mmap.mmap) -> None:
+        """Hook for the read-ahead variant."""
+
+    def _drop_temp(self) -> None:
+        """Forgets the current file; a temporary one is removed (the mapping stays
+        valid for the rows still held)."""
+        if self._held.temp is not None:
+            self._held.temp.unlink(missing_ok=True)
+            self._held.temp = None
+        if self._region is not None and self._fd is not None:
+            # The descriptor (and its lock) goes with the last view of the rows.
+            weakref.finalize(self._region, _close_fd, self._fd)
+        elif self._fd is not None:
+            _close_fd(self._fd)
+        self._region = self._fd = None
+        self._current = None
+
+    def _release_key(self) -> None:
+        if self._held.lock_fd is not None:
+            _close_fd(self._held.lock_fd)
+            self._held.lock_fd = None
+
+    def close(self) -> None:
+        """Gives up an unfinished fill: its temporary file goes, and the key's lock."""
+        with self._lock:
+            if not self.persisted:
+                self._drop_temp()
+            self._release_key()
+
+
+class MemoryFill(FileFill):
+    """A `FileFill` for rows within the memory budget: the fill writes anonymous memory,
+    exactly as the memory arena does, while the file's blocks are reserved; then the
+    writing thread writes the rows to the file, reads them back to verify them, and once
+    the file is in place the arena serves from its mapping (`replace`), so this process
+    too shares the page cache's one copy."""
+
+    def _new_file(self) -> dict[str, np.ndarray]:
+        layout = self.layout
+        temp = self.path.with_name(
+            f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        )
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._held.temp, self._fd = temp, fd
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.posix_fallocate(fd, 0, layout.file_size)
+        return {
+            c.name: arenas.allocate_in_memory((layout.num_examples, *c.shape), c.dtype)
+            for c in layout.columns
+        }
+
+    def wrote(self, arrays, start, n) -> None:
+        """Nothing: the checksum is made from the filled rows, in the writing thread."""
+
+    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
+        fd, layout = self._fd, self.layout
+        sums = {name: column_checksum(a) for name, a in arrays.items()}
+        for c in layout.columns:
+            _pwrite_all(fd, arrays[c.name], c.offset)
+        os.pwrite(fd, layout.header(sums), 0)
+        os.fsync(fd)
+        check = read_header(fd)
+        if check.checksums != sums or check.layout.key != layout.key:
+            raise BadFile("its header did not read back as written")
+        for c in layout.columns:
+            if _file_checksum(fd, c, layout.num_examples) != sums[c.name]:
+                raise BadFile(f"its {c.name} rows did not read back as written")
+        os.rename(self._held.temp, self.path)
+        _fsync_folder(self.path.parent)
+        self._held.temp = None
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self.persisted = True
+        region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
+        self._region = region
+        if replace is not None:
+            replace(arrays, _views(region, layout))
+
+
+def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
+    data = memoryview(np.ascontiguousarray(array)).cast("B")
+    while data:
+        written = os.pwrite(fd, data[: 1 << 30], offset)
+        data, offset = data[written:], offset + written
+
+
+def _file_checksum(fd: int, column, num_examples: int) -> int:
+    """The checksum of a column's rows as the file holds them, read back in chunks."""
+    row_bytes = column.nbytes // max(num_examples, 1)
+    per_chunk = max(1, (16 << 20) // max(row_bytes, 1))
+    total = 0
+    for start in range(0, num_examples, per_chunk):
+        n = min(per_chunk, num_examples - start)
+        data = os.pread(fd, n * row_bytes, column.offset + start * row_bytes)
+        if len(data) != n * row_bytes:
+            raise BadFile("shorter than its header says")
+        rows = np.frombuffer(data, column.dtype).reshape((n, *column.shape))
+        total = add(total, column_checksum(rows))
+    return total
+
+
+class FileFillReadAhead(FileFill):
+    """A `FileFill` for rows over the memory budget: served epochs read ahead."""
+
+    def after_persist(self, region: mmap.mmap) -> None:
+        if hasattr(mmap, "MADV_RANDOM"):
+            region.madvise(mmap.MADV_RANDOM)
+
+    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
+        read_rows_ahead(array, rows)
+
+
+class ReadAhead:
+    """The `allocate` of a served arena over the memory budget: only its `read_ahead`
+    is used (the rows are the file's)."""
+
+    def __call__(self, shape, dtype) -> np.ndarray:
+        raise TypeError("a served persistent arena allocates nothing")
+
+    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
+        read_rows_ahead(array, rows)
+
+
+def read_rows_ahead(array: np.ndarray, rows: np.ndarray) -> None:
+    """MADV_WILLNEED for `rows` of a column of a mapped file (see `disk_rows.read_ahead`)."""
+    region = disk_rows._region(array)
+    if region is None or not hasattr(mmap, "MADV_WILLNEED"):
+        return
+    base = np.frombuffer(region, np.uint8, count=1).ctypes.data
+    offset = array.ctypes.data - base
+    row_bytes = array.strides[0]
+    for row in np.asarray(rows).ravel():
+        start = offset + int(row) * row_bytes
+        aligned = start - start % mmap.PAGESIZE
+        region.madvise(mmap.MADV_WILLNEED, aligned, start + row_bytes - aligned)
+
+
+@dataclasses.dataclass
+class _Held:
+    """What an unfinished fill holds: the key's lock and its temporary file."""
+
+    lock_fd: int | None
+    temp: Path | None = None
+
+
+def _abandon(held: _Held) -> None:
+    """A `FileFill` gone before its file was made visible: nothing of it stays."""
+    if held.temp is not None:
+        held.temp.unlink(missing_ok=True)
+        held.temp = None
+    if held.lock_fd is not None:
+        _close_fd(held.lock_fd)
+        held.lock_fd = None
+
+
+def _in_memory(wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
+    return {
+        name: arenas.allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()
+    }
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        return str(json.loads(os.pread(fd, 256, 0)).get("pid", "?"))
+    except (OSError, ValueError, AttributeError):
+        return "?"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

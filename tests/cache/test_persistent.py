@@ -1,0 +1,154 @@
+"""The persistent arena's file without TensorFlow: fill, header checks, the key's lock.
+
+An `Arena` over plain numpy columns is filled through `persistent.FileFill` as the
+reader fills it (batches written at their rows, in any order), then opened again as
+another run would open it. Every byte of the header is flipped in turn: each flip is
+caught at open.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fast_tfds.cache import arena as arenas
+from fast_tfds.cache import persistent, persistent_listing
+from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
+
+N = 37
+KEY = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
+COLUMNS = {"image": ((5, 6, 3), np.uint8), "label": ((), np.int64)}
+
+
+def rows() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "image": rng.integers(0, 256, (N, 5, 6, 3), dtype=np.uint8),
+        "label": rng.integers(0, 1000, N, dtype=np.int64),
+    }
+
+
+def fill(
+    folder: Path, key=KEY, *, stop_after: int | None = None, read_ahead: bool = False
+) -> persistent.Opened:
+    """Fills the file of `key` as the reader does: blocks of 8 written out of order.
+    `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
+    opened = persistent.open_or_fill(
+        folder, key, N, COLUMNS, what="toy train", read_ahead=read_ahead
+    )
+    assert opened.rows is None and opened.allocate is not None
+    columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
+    arena = arenas.Arena(N, columns, opened.allocate)
+    _, generation, _ = arena.begin()
+    data = rows()
+    filled = arena.arrays
+    starts = list(range(0, N, 8))[::-1]
+    for i, start in enumerate(starts):
+        if stop_after is not None and i == stop_after:
+            return opened
+        stop = min(start + 8, N)
+        arena.write(generation, start, *(data[k][start:stop] for k in arena.keys))
+    assert arena.filled
+    opened.allocate.writing.join(timeout=60)
+    if not read_ahead:  # Filled in memory, then served from the file's mapping.
+        assert arena.arrays is not filled
+        for k in arena.keys:
+            np.testing.assert_array_equal(arena.arrays[k], data[k])
+    return opened
+
+
+def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
+    return persistent.open_or_fill(folder, key, N, COLUMNS, what="toy train").rows
+
+
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["in memory", "over budget"])
+def test_a_filled_file_is_served_with_the_rows_written(read_ahead, tmp_path):
+    opened = fill(tmp_path, read_ahead=read_ahead)
+    kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
+    assert type(opened.allocate) is kind
+    assert opened.allocate.persisted and opened.path.exists()
+    got = served(tmp_path)
+    assert got is not None
+    for k, want in rows().items():
+        np.testing.assert_array_equal(got[k], want)
+    header = read_header(os.open(opened.path, os.O_RDONLY))
+    assert header.layout.key == KEY and header.layout.num_examples == N
+    assert all(c.offset % 4096 == 0 for c in header.layout.columns)
+    assert [p.name for p in tmp_path.iterdir() if persistent_listing.TEMP_MARK in p.name] == []
+
+
+def test_every_header_byte_flipped_is_caught_and_refilled(tmp_path, caplog):
+    path = fill(tmp_path).path
+    original = path.read_bytes()
+    fd = os.open(path, os.O_RDONLY)
+    length = int.from_bytes(original[20:24], "little")
+    os.close(fd)
+    header_end = 56 + length
+    for position in range(header_end):
+        damaged = bytearray(original)
+        damaged[position] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        opened = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+        assert opened.rows is None, f"a flipped byte at {position} was not caught"
+        assert opened.allocate is not None  # refilled
+        opened.allocate.close()
+        path.write_bytes(original)
+    assert served(tmp_path) is not None
+
+
+def test_a_truncated_file_is_refilled(tmp_path, caplog):
+    path = fill(tmp_path).path
+    size = path.stat().st_size
+    os.truncate(path, size - 4096)
+    opened = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+    assert opened.rows is None and opened.allocate is not None
+    assert any("is truncated" in r.getMessage() for r in caplog.records), caplog.text
+    opened.allocate.close()
+
+
+def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, caplog):
+    path = fill(tmp_path).path
+    other = {**KEY, "split": "test"}
+    # A file renamed to another key's name: the key in its header says so.
+    target = tmp_path / persistent.file_name(other)
+    assert target != path
+    os.replace(path, target)
+    opened = persistent.open_or_fill(tmp_path, other, N, COLUMNS, what="toy test")
+    assert opened.rows is None
+    assert any("was made from other inputs" in r.getMessage() for r in caplog.records)
+    opened.allocate.close()
+
+
+def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
+    opened = fill(tmp_path, stop_after=2)
+    temps = [p for p in tmp_path.iterdir() if persistent_listing.TEMP_MARK in p.name]
+    assert len(temps) == 1 and not opened.path.exists()
+    # While it runs, a second filler finds the key taken and caches in memory.
+    second = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+    assert second.rows is None and second.allocate is None
+    opened.allocate.close()
+    assert not temps[0].exists() and not opened.path.exists()
+    assert fill(tmp_path).allocate.persisted
+
+
+def test_the_format_version_is_in_the_header(tmp_path):
+    path = fill(tmp_path).path
+    assert int.from_bytes(path.read_bytes()[16:20], "little") == FORMAT_VERSION
+
+
+@pytest.mark.parametrize("columns", [{"x": ((3,), np.uint8)}, {"x": ((), np.float32)}])
+def test_checksums_do_not_depend_on_how_rows_are_grouped(columns):
+    from fast_tfds.cache.persistent_format import add, column_checksum
+
+    shape, dtype = columns["x"]
+    data = (np.arange(N * int(np.prod(shape))) * 7919 % 251).astype(dtype).reshape(N, *shape)
+    total = 0
+    for start in (30, 0, 10, 20):
+        total = add(total, column_checksum(data[start : start + 10]))
+    assert total == column_checksum(data)
+    flipped = data.copy()
+    flipped.reshape(-1).view(np.uint8)[5] ^= 0x10
+    assert column_checksum(flipped) != column_checksum(data)
