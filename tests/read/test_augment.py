@@ -498,6 +498,7 @@ def test_float_supervised_output(cats_data_dir):
         ({"image_size": None}, r"^image_size=None: augment= crops and resizes"),
         ({"cache": "/tmp/x"}, r"^cache='/tmp/x': a file cache would freeze"),
         ({"service": "grpc://localhost:5000"}, r"^service='grpc://localhost:5000': augment="),
+        ({"persist": True}, r"^persist=True: the cache of augment="),
     ],
 )
 def test_bad_options_are_one_line(cats_data_dir, options, message):
