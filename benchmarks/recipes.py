@@ -338,8 +338,8 @@ jpegs = pickle.load(open(sys.argv[1], "rb"))
 batch, size, threads = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 arrays = [np.frombuffer(j, np.uint8) for j in jpegs]
 
-def source(info):
-    start = info.iteration * batch
+def source(iteration):
+    start = iteration * batch
     if start >= len(arrays):
         raise StopIteration
     return arrays[start : start + batch]
