@@ -1,0 +1,54 @@
+"""`python -m benchmarks recipes` on the tiny sample: every row that runs counts every
+image of the split in every epoch, each ratio names a row that ran, and a row that
+cannot run (DALI where it is not installed) says why. No timing assertions."""
+
+import json
+import shutil
+
+import pytest
+
+from benchmarks import main as bench
+from benchmarks import recipes
+
+
+@pytest.fixture(scope="module")
+def recipes_run(cats_data_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("recipes")
+    data_dir = tmp / "data"
+    shutil.copytree(cats_data_dir, data_dir)  # The loader rows add ArrayRecord files.
+    out = tmp / "recipes.json"
+    bench.main(["recipes", "--data-dir", str(data_dir), "--rounds", "1", "--out", str(out)])
+    return json.loads(out.read_text())
+
+
+def test_every_row_that_ran_counts_every_image(recipes_run, cats_builder):
+    expected = cats_builder.info.splits["train"].num_examples
+    assert recipes_run["images_per_epoch"] == expected
+    assert recipes_run["errors"] == [] and recipes_run["counts_consistent"] is True
+    for name, epochs in recipes_run["epochs"].items():
+        assert [e["images"] for e in epochs] == [expected], name
+        assert recipes_run["warmup"][name]["images"] == expected, name
+    references = {
+        recipes.TF_RRC,
+        "TF center crop (eval)",
+        "course notes per-example aug (224)",
+        "Keras layers on cached batches (224)",
+    }
+    assert references <= set(recipes_run["epochs"])
+
+
+def test_each_ratio_names_a_row_of_the_run(recipes_run):
+    for name, summary in recipes_run["summary"].items():
+        if "vs" in summary:
+            assert summary["vs"] in recipes_run["epochs"], name
+            assert summary["ratio"]["min"] <= summary["ratio"]["median"] <= summary["ratio"]["max"]
+    assert recipes_run["summary"]["Keras layers on cached batches (224)"]["vs"] == (
+        "course notes per-example aug (224)"
+    )
+
+
+def test_a_row_that_cannot_run_says_why(recipes_run):
+    ran = set(recipes_run["epochs"])
+    assert ("DALI CPU RRC+flip" in ran) != ("DALI CPU RRC+flip" in recipes_run["unavailable"])
+    for name, why in recipes_run["unavailable"].items():
+        assert name not in ran and why, name
