@@ -52,6 +52,7 @@ setup(
         "fast_tfds",
         "fast_tfds.core",
         "fast_tfds.cache",
+        "fast_tfds.augment",
         "fast_tfds.building",
         "fast_tfds.read",
         "fast_tfds.samples",

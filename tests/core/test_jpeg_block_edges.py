@@ -75,20 +75,26 @@ def test_an_image_smaller_than_the_output_is_enlarged_whole():
     np.testing.assert_array_equal(out, _linear(_tensorflows(jpeg), 180, 240))
 
 
-# (output height, width) for a 180 x 240 image, and the filter the docstring promises.
+# (output height, width) for a 180 x 240 image (height x width), and the filter the
+# docstring promises: bilinear, after a Gaussian blur of (rows, columns) taps on each axis
+# that shrinks past 1.5x (3 taps up to 2.5x, 5 up to 3.5x), and the area filter where both
+# axes shrink past 2x.
 @pytest.mark.parametrize(
-    "size, interpolation",
+    "size, blur, interpolation",
     [
-        ((100, 130), cv2.INTER_LINEAR),  # less than 2x: bilinear
-        ((100, 100), cv2.INTER_AREA),  # 2.4x across: the area filter
-        ((80, 200), cv2.INTER_AREA),  # 2.25x down
-        ((60, 80), cv2.INTER_AREA),
+        ((150, 200), None, cv2.INTER_LINEAR),  # 1.2x: bilinear alone
+        ((200, 150), (1, 3), cv2.INTER_LINEAR),  # an enlargement down, 1.6x across
+        ((80, 200), (3, 1), cv2.INTER_LINEAR),  # 2.25x down, 1.2x across
+        ((100, 100), (3, 3), cv2.INTER_LINEAR),  # 1.8x down, 2.4x across
+        ((60, 200), (5, 1), cv2.INTER_LINEAR),  # 3x down, 1.2x across
+        ((60, 80), None, cv2.INTER_AREA),  # 3x and 3x: both past 2x
     ],
 )
-def test_a_shrink_past_2x_takes_the_area_filter_and_less_bilinear(size, interpolation):
+def test_the_resize_filter_follows_the_shrink_of_each_axis(size, blur, interpolation):
     image = _tensorflows(_photo(7, (240, 180)))
     out = jpeg_blocks.resize_into(image, np.zeros((*size, 3), np.uint8))
-    np.testing.assert_array_equal(out, cv2.resize(image, size[::-1], interpolation=interpolation))
+    source = image if blur is None else cv2.GaussianBlur(image, blur[::-1], 0)
+    np.testing.assert_array_equal(out, cv2.resize(source, size[::-1], interpolation=interpolation))
 
 
 @pytest.mark.parametrize("fmt, mode", [("GIF", "RGB"), ("PNG", "L"), ("PNG", "RGBA")])
@@ -104,7 +110,9 @@ def test_an_image_libjpeg_turbo_rejects_arrives_in_its_row(fmt, mode):
     rows = jpeg_blocks.decode_resized_block_into(
         [_photo(9, (120, 90)), data], np.zeros((2, 45, 60, 3), np.uint8)
     )
-    np.testing.assert_array_equal(rows[1], _linear(pixels, 45, 60))
+    # In its row, resized with the decoder's filter like any other picture.
+    expected = jpeg_blocks.resize_into(pixels, np.zeros((45, 60, 3), np.uint8))
+    np.testing.assert_array_equal(rows[1], expected)
 
 
 def test_a_block_and_its_rows_must_be_as_many():

@@ -12,6 +12,8 @@ import json
 import grain
 import numpy as np
 import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
@@ -19,7 +21,22 @@ from fast_tfds import Augment
 from fast_tfds.augment import cached, kernels, windows
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
-from tests.loader.test_loader import stored_jpegs, tensorflows_pixels
+
+
+def stored_jpegs(name: str, data_dir):
+    """TFDS's own data source of the train split of config 224, each image the stored JPEG."""
+    return tfds.data_source(
+        f"{name}/224",
+        split="train",
+        data_dir=data_dir,
+        decoders={"image": tfds.decode.SkipDecoding()},
+    )
+
+
+def tensorflows_pixels(jpeg: bytes) -> np.ndarray:
+    """What `tf.io.decode_jpeg` (and so the tf.data reader) makes of a stored JPEG."""
+    return tf.io.decode_jpeg(jpeg, channels=3).numpy()
+
 
 BATCH = 6
 JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)

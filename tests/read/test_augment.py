@@ -30,9 +30,8 @@ from fast_tfds.read.split_reading import Reading
 from stanford_dogs_tfrecord import crops
 from tests.loader import conftest as loader_fixtures
 
-# The loader tests' builds (ArrayRecord, and Stanford Dogs' dummy data as TFRecord).
+# The loader tests' ArrayRecord build (Stanford Dogs' TFRecord build is tests/conftest.py's).
 cats_array_record_dir = loader_fixtures.cats_array_record_dir
-stanford_tfrecord_dir = loader_fixtures.stanford_tfrecord_dir
 
 BATCH = 8
 JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
