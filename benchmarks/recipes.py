@@ -30,7 +30,6 @@ Every ratio names the row it is taken against. Every epoch must count every imag
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
@@ -49,6 +48,7 @@ from benchmarks.sizes import (
     _array_record_dir,
     _jpegs_in_memory,
     count_errors,
+    default_out,
     run,
     summarize,
     table,
@@ -58,7 +58,6 @@ DATASET = "cats_vs_dogs_fast"
 SIZE = 224
 DEFAULT_IMAGES_PER_CLASS = 1000
 DEFAULT_ROUNDS = 5
-RESULTS = data.REPO_ROOT / "benchmarks" / "results"
 TF_RRC = "TF official RRC+flip"
 # The colour jitter of the jitter rows, ours and the references': torchvision's usual
 # ImageNet values.
@@ -406,15 +405,6 @@ def _dali(jpegs: list[bytes], work: Path, python: str | None):
     return epoch, None
 
 
-def default_out() -> Path:
-    stem = f"bench-recipes-{datetime.date.today().isoformat()}"
-    out, n = RESULTS / f"{stem}.json", 1
-    while out.exists():
-        n += 1
-        out = RESULTS / f"{stem}-{n}.json"
-    return out
-
-
 def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -499,7 +489,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
         "counts_consistent": not errors,
         "errors": errors,
     }
-    out = Path(args.out) if args.out else default_out()
+    out = Path(args.out) if args.out else default_out("recipes")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"Wrote {out}")

@@ -329,9 +329,9 @@ def count_errors(warmup: dict, timed: dict, images: int) -> list[str]:
     return errors
 
 
-def default_out() -> Path:
-    """results/bench-sizes-DATE.json, or -2, -3, ... when a run of that day is kept there."""
-    stem = f"bench-sizes-{datetime.date.today().isoformat()}"
+def default_out(mode: str = "sizes") -> Path:
+    """results/bench-MODE-DATE.json, or -2, -3, ... when a run of that day is kept there."""
+    stem = f"bench-{mode}-{datetime.date.today().isoformat()}"
     out, n = RESULTS / f"{stem}.json", 1
     while out.exists():
         n += 1
