@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import mmap
 import threading
-from collections.abc import Callable
 
 import numpy as np
 
-# fn(shape, dtype) -> a zero-initialised array: where the buffer's memory comes from.
-Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+# Where the buffer's memory comes from: the arena's allocators serve it too.
+from fast_tfds.cache.arena import Allocate, allocate_in_memory
 
 
 def default_shorter_side(output_size: tuple[int, int]) -> int:
@@ -73,16 +71,6 @@ class RaggedLayout:
         if not len(self):
             return 0
         return int(self.offsets[-1] + self.heights[-1] * self.widths[-1] * 3)
-
-
-def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An array over an anonymous mapping of its own: no memory is used until written."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape))
-    region = mmap.mmap(
-        -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    )
-    return np.frombuffer(region, dtype, count=count).reshape(shape)
 
 
 class RaggedImages:
