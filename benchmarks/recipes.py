@@ -46,6 +46,8 @@ from benchmarks.sizes import (
     Clock,
     Row,
     _array_record_dir,
+    _epoch,
+    _epochs,
     _jpegs_in_memory,
     count_errors,
     default_out,
@@ -72,13 +74,6 @@ TARGETS = {
     "loader RRC+flip, cached": "within 10% of ours RRC+flip, cached",
     "loader RRC+flip, no cache": "within 10% of ours RRC+flip, no cache",
 }
-
-
-def _epoch_of(ds) -> dict:
-    with Clock() as clock:
-        for images, _ in ds:
-            clock.images += int(images.shape[0])
-    return clock.epoch()
 
 
 def _row(measure, reference: str | None = None) -> Row:
@@ -185,14 +180,12 @@ class Rows:
         self.images = builders["224"].info.splits["train"].num_examples
         jpegs, labels = _jpegs_in_memory(builders["original"])
         rows: dict[str, Row] = {}
-        rows[TF_RRC] = _row(_each_epoch(_tf_official_rrc(jpegs, labels)))
-        rows["TF center crop (eval)"] = _row(_each_epoch(_tf_center_crop(jpegs, labels)))
-        rows["course notes per-example aug (224)"] = _row(
-            _each_epoch(_course_notes(builders["224"]))
-        )
+        rows[TF_RRC] = _row(_epochs(_tf_official_rrc(jpegs, labels)))
+        rows["TF center crop (eval)"] = _row(_epochs(_tf_center_crop(jpegs, labels)))
+        rows["course notes per-example aug (224)"] = _row(_epochs(_course_notes(builders["224"])))
         cached_224 = self._reader("224", cache=True)
         rows["Keras layers on cached batches (224)"] = _row(
-            _each_epoch(_keras_layers(cached_224)), "course notes per-example aug (224)"
+            _epochs(_keras_layers(cached_224)), "course notes per-example aug (224)"
         )
         dali, why = _dali(jpegs, work, dali_python)
         if dali is None:
@@ -237,7 +230,7 @@ class Rows:
         rows["ours RRC+flip, cache fill"] = _row(fill, TF_RRC)
         rows["ours RRC+flip, cached"] = _row(served, TF_RRC)
         uncached = self._reader("original", cache=False, augment=train, seed=0)
-        rows["ours RRC+flip, no cache"] = _row(_each_epoch(uncached), TF_RRC)
+        rows["ours RRC+flip, no cache"] = _row(_epochs(uncached), TF_RRC)
         jitter_fill, jitter_served = self._cached(jitter)
         rows["ours RRC+flip+jitter, cache fill"] = _row(jitter_fill, TF_RRC)
         rows["ours RRC+flip+jitter, cached"] = _row(jitter_served, "ours RRC+flip, cached")
@@ -245,7 +238,7 @@ class Rows:
         rows["ours center crop (eval), cache fill"] = _row(eval_fill, "TF center crop (eval)")
         rows["ours center crop (eval), cached"] = _row(eval_served, "TF center crop (eval)")
         no_aug = self._reader("original", cache=False)
-        rows["ours no augmentation, no cache"] = _row(_each_epoch(no_aug), TF_RRC)
+        rows["ours no augmentation, no cache"] = _row(_epochs(no_aug), TF_RRC)
 
     def _cached(self, augment):
         """(fill, served): a new dataset every round, so that each round fills its cache."""
@@ -255,10 +248,10 @@ class Rows:
             held.pop("ds", None)
             gc.collect()
             held["ds"] = self._reader("original", cache=True, augment=augment, seed=0)
-            return _epoch_of(held["ds"])
+            return _epoch(held["ds"])
 
         def served():
-            return _epoch_of(held["ds"])
+            return _epoch(held["ds"])
 
         return fill, served
 
@@ -323,10 +316,6 @@ class Rows:
                 loader.close()
 
         rows["loader RRC+flip, no cache"] = _row(uncached, "ours RRC+flip, no cache")
-
-
-def _each_epoch(ds):
-    return lambda: _epoch_of(ds)
 
 
 # The DALI peer, run by a Python that has DALI (`pip install nvidia-dali-cuda120`).

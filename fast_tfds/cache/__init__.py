@@ -12,7 +12,8 @@
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).
-- `housekeeping`: what `fast-tfds cache list|clean` shows and removes.
+- `housekeeping`: what `fast-tfds cache list|clean` shows and removes; `shard_stats`
+  tells whether a cache's dataset changed since it was made (a stale cache).
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);
 everything else here is TensorFlow-free, so the Grain loader can use it.

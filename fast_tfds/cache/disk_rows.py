@@ -149,14 +149,15 @@ def remove_leftovers(folder: Path) -> list[Path]:
     return removed
 
 
-def is_locked(path: str | os.PathLike) -> bool:
-    """Whether a live process holds `flock` on `path` (the lock goes with its holder)."""
+def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
+    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
+    exclusive lock, or with `readers_too` a shared one as well."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     finally:

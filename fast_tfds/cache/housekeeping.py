@@ -69,11 +69,7 @@ def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | 
         return "unfinished"
     if cache.stale:
         return "stale"
-    if everything:
-        return "--all"
-    if older_than_s is not None and cache.age_s > older_than_s:
-        return f"not used for {age_text(cache.age_s).removesuffix(' ago')}"
-    return None
+    return _asked(cache.age_s, older_than_s, everything)
 
 
 def describe_persistent(found: PersistentFile) -> str:
@@ -100,8 +96,13 @@ def why_remove_persistent(
         return "damaged"
     if found.stale:
         return "stale"
+    return _asked(found.age_s, older_than_s, everything)
+
+
+def _asked(age_s: float, older_than_s: float | None, everything: bool) -> str | None:
+    """Why `clean --all` or `--older-than` removes a cache that is complete and current."""
     if everything:
         return "--all"
-    if older_than_s is not None and found.age_s > older_than_s:
-        return f"not used for {age_text(found.age_s).removesuffix(' ago')}"
+    if older_than_s is not None and age_s > older_than_s:
+        return f"not used for {age_text(age_s).removesuffix(' ago')}"
     return None

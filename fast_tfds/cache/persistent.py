@@ -307,7 +307,13 @@ class FileFill:
         return arrays
 
     def _new_file(self) -> dict[str, np.ndarray]:
-        layout = self.layout
+        fd = self._reserve_temp()
+        self._region = mmap.mmap(fd, self.layout.file_size, flags=mmap.MAP_SHARED)
+        return _views(self._region, self.layout)
+
+    def _reserve_temp(self) -> int:
+        """A new temporary file beside the final one, locked and with every block
+        reserved; its descriptor (also kept in `_fd`)."""
         temp = self.path.with_name(
             f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         )
@@ -316,9 +322,8 @@ class FileFill:
         # Held while the fill runs: a temporary file whose lock is free is a leftover.
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
-        os.posix_fallocate(fd, 0, layout.file_size)
-        self._region = mmap.mmap(fd, layout.file_size, flags=mmap.MAP_SHARED)
-        return _views(self._region, layout)
+        os.posix_fallocate(fd, 0, self.layout.file_size)
+        return fd
 
     def wrote(self, arrays: dict[str, np.ndarray], start: int, n: int) -> None:
         """Adds rows start..start+n (just written by the fill) to the data checksum."""
@@ -426,13 +431,7 @@ class MemoryFill(FileFill):
 
     def _new_file(self) -> dict[str, np.ndarray]:
         layout = self.layout
-        temp = self.path.with_name(
-            f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        )
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        self._held.temp, self._fd = temp, fd
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.posix_fallocate(fd, 0, layout.file_size)
+        self._reserve_temp()
         return {
             c.name: arenas.allocate_in_memory((layout.num_examples, *c.shape), c.dtype)
             for c in layout.columns

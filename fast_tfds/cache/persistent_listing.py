@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, shard_stats
 from fast_tfds.cache.persistent_format import BadFile, read_header
 
 SUFFIX = ".arena"
@@ -91,7 +91,7 @@ def _describe(path: Path) -> PersistentFile | None:
         dataset=key.get("dataset"),
         split=key.get("split"),
         problem=problem,
-        stale=_stale(key.get("shards")),
+        stale=bool(key.get("shards")) and shard_stats.changed(key["shards"]),
     )
 
 
@@ -115,30 +115,7 @@ def _describe_temp(path: Path) -> PersistentFile | None:
 
 def in_use(path: Path) -> bool:
     """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Gone, or not ours to read.
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _stale(shards) -> bool:
-    if not shards:
-        return False
-    for filename, size, mtime_ns in shards:
-        try:
-            stat = os.stat(filename)
-        except OSError:
-            return True
-        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
-            return True
-    return False
+    return disk_rows.is_locked(path, readers_too=True)
 
 
 def remove(path: Path) -> bool:

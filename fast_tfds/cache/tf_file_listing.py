@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows: no flock; no way to tell a cache in use.
     fcntl = None
 
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, shard_stats
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -137,16 +137,7 @@ def _describe(prefix: str, files: list[str]) -> CacheFiles:
 def _stale(record: dict) -> bool | None:
     """Whether a shard the cache was made from changed or is gone since it was written."""
     shards = record.get("shards")
-    if not shards:
-        return None
-    for filename, size, mtime_ns in shards:
-        try:
-            stat = os.stat(filename)
-        except OSError:
-            return True
-        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
-            return True
-    return False
+    return shard_stats.changed(shards) if shards else None
 
 
 # -- removing ----------------------------------------------------------------------
