@@ -21,6 +21,7 @@ import numpy as np
 import PIL.Image
 import simplejpeg
 
+from fast_tfds.core import aligned
 from fast_tfds.core.dataset_hooks import Window
 
 # The version of the pixels this module makes. Bump it with any change that alters a
@@ -50,7 +51,7 @@ def decode_jpeg_block_into(jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def decode_jpeg_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     """Decodes a block of JPEGs of one known shape into a new [n, *shape] uint8 array."""
-    return decode_jpeg_block_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
+    return decode_jpeg_block_into(jpegs, aligned.empty((len(jpegs), *shape)))
 
 
 def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = None) -> np.ndarray:
@@ -115,7 +116,7 @@ def decode_resized_block_into(
 
 def decode_resized_block(jpegs: Sequence[bytes], shape: tuple[int, int, int]) -> np.ndarray:
     """`decode_resized_block_into` a new [n, *shape] uint8 array."""
-    return decode_resized_block_into(jpegs, np.empty((len(jpegs), *shape), np.uint8))
+    return decode_resized_block_into(jpegs, aligned.empty((len(jpegs), *shape)))
 
 
 def resize_into(image: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ import tensorflow as tf
 from fast_tfds.augment import cached, kernels, ragged, windows
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
-from fast_tfds.core import jpeg_blocks
+from fast_tfds.core import aligned, jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import records
 from fast_tfds.read.decoding import WINDOW_KEY
@@ -169,7 +169,7 @@ class CroppedDecoder:
 
     def __call__(self, epoch, indices, jpegs, boxes) -> np.ndarray:
         n = len(jpegs)
-        out = np.empty((n, *self.size, 3), np.uint8)
+        out = aligned.empty((n, *self.size, 3))
         # Reference boxes (top, left, height, width) in the stored pictures: the hook's
         # windows, else the whole pictures, from their headers; then the block's windows
         # in one vectorized draw (a draw per picture costs a quarter of its decode).
@@ -318,7 +318,7 @@ class AugmentCache:
         return [images, *(self.features[k][slots] for k in self.keys)]
 
     def _serve_into(self, epoch, slots, indices) -> np.ndarray:
-        out = np.empty((len(slots), *self.pictures.output_size, 3), np.uint8)
+        out = aligned.empty((len(slots), *self.pictures.output_size, 3))
         return self.pictures.serve_into(
             slots, self.augment, self.seed, int(epoch), indices, out, num_threads=self.num_threads
         )

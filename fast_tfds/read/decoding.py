@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.core import jpeg_blocks
+from fast_tfds.core import aligned, jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read.parsing import make_parser
 
@@ -136,20 +136,20 @@ def decode_resized(
     if image.dtype != tf.string:
 
         def run(pixels):
-            return jpeg_blocks.resize_into(pixels, np.empty(shape, np.uint8))
+            return jpeg_blocks.resize_into(pixels, aligned.empty(shape))
 
         resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
     elif window is None:
 
         def run(data):
-            return jpeg_blocks.decode_resized_into(data, np.empty(shape, np.uint8))
+            return jpeg_blocks.decode_resized_into(data, aligned.empty(shape))
 
         resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
     else:
 
         def run(data, window):
             top, left, height, width = (int(v) for v in window)
-            out = np.empty(shape, np.uint8)
+            out = aligned.empty(shape)
             return jpeg_blocks.decode_resized_into(
                 data, out, lambda h, w: (top, left, height, width)
             )
