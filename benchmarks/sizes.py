@@ -9,16 +9,19 @@ every row alike:
   were, ~220-500 px): two references on the same JPEG bytes held in memory
   (parallel map, batch, prefetch), TensorFlow's decode + plain `tf.image.resize`
   (bilinear, what users write) and its decode + antialiased resize (the picture
-  our decoder is held close to); ours without a cache; the epoch that fills the
-  cache; an epoch served from it; and the Grain loader;
+  our decoder is held close to); a third reference, the plain resize of the records
+  `tfds.load` reads from the shard files (as a user runs it; ours reads them too);
+  ours without a cache; the epoch that fills the cache; an epoch served from it; and
+  the Grain loader;
 - the stored-224 default path (config `224` at 224): TensorFlow's decode of the
   same bytes from memory, ours without a cache, filling and served;
 - the cache on disk (`cache_budget=1`, `cache_dir=`), `original` at 224: filling
   and served, against the cache in memory.
 
 Each ratio is the median over rounds of that round's ratio of two rows, printed with
-the name of its reference row (ours without a cache and the loader have two: the plain
-and the antialiased resize); `cores`
+the name of its reference row (ours without a cache has three: the plain and the
+antialiased resize of bytes in memory, and the plain resize of `tfds.load`'s records; the
+loader two); `cores`
 is CPU seconds over wall seconds, the cores an epoch kept busy: an epoch at half
 its row's usual rate on one core is a pipeline that ran one thread, not a slow
 machine (tf.data's autotuning can do that; `--no-autotune` turns it off in every
@@ -84,9 +87,43 @@ def _tf_decode(jpegs: list[bytes], labels: list[int], size: int | None, antialia
             image = tf.cast(resized, tf.uint8)
         return image, label
 
-    ds = tf.data.Dataset.from_tensor_slices((jpegs, labels))
-    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
+    return _mapped(_in_memory(jpegs, labels), decode)
+
+
+def _in_memory(jpegs: list[bytes], labels: list[int]):
+    """(JPEG bytes, label) pairs held in memory: the reference at its fastest."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((jpegs, labels))
+
+
+def tfds_records(builder):
+    """(JPEG bytes, label) pairs as users get them: `tfds.load`'s records of the
+    split (`as_dataset` with the image left undecoded), read from the shard files."""
+    import tensorflow_datasets as tfds
+
+    ds = builder.as_dataset(
+        "train", decoders={"image": tfds.decode.SkipDecoding()}, shuffle_files=False
+    )
+    return ds.map(lambda example: (example["image"], example["label"]))
+
+
+def _mapped(pairs, fn):
+    import tensorflow as tf
+
+    ds = pairs.map(fn, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _tf_decode_records(builder, size: int):
+    """`_tf_decode`'s plain resize, of the records `tfds.load` reads."""
+    import tensorflow as tf
+
+    def decode(jpeg, label):
+        image = tf.image.resize(tf.io.decode_jpeg(jpeg, channels=3), (size, size))
+        return tf.cast(image, tf.uint8), label
+
+    return _mapped(tfds_records(builder), decode)
 
 
 class Rows:
@@ -118,9 +155,15 @@ class Rows:
         for size in SIZES:
             name = f"original->{size}"
             plain, antialiased = f"{name} TF decode+plain resize", f"{name} TF decode+antialiased"
+            records = f"{name} tfds.load + TF decode+plain resize"
             rows[plain] = Row(_epochs(self._tuned(_tf_decode(*original, size))))
             rows[antialiased] = Row(_epochs(self._tuned(_tf_decode(*original, size, True))))
-            rows[f"{name} ours, no cache"] = Row(self._ours("original", size), (plain, antialiased))
+            rows[records] = Row(
+                _epochs(self._tuned(_tf_decode_records(builders["original"], size)))
+            )
+            rows[f"{name} ours, no cache"] = Row(
+                self._ours("original", size), (plain, antialiased, records)
+            )
             fill, served = self._cached("original", size)
             rows[f"{name} ours, cache fill"] = Row(fill, (f"{name} ours, no cache",))
             rows[f"{name} ours, cache served"] = Row(served)

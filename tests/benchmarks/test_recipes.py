@@ -30,6 +30,7 @@ def test_every_row_that_ran_counts_every_image(recipes_run, cats_builder):
         assert recipes_run["warmup"][name]["images"] == expected, name
     references = {
         recipes.TF_RRC,
+        recipes.TF_RRC_RECORDS,
         "TF center crop (eval)",
         "course notes per-example aug (224)",
         "Keras layers on cached batches (224)",
@@ -45,6 +46,10 @@ def test_each_ratio_names_a_row_of_the_run(recipes_run):
     assert recipes_run["summary"]["Keras layers on cached batches (224)"]["vs"] == (
         "course notes per-example aug (224)"
     )
+    # Ours that read records are also taken against TF official's RRC of tfds.load's records.
+    for name in ("ours RRC+flip, no cache", "ours RRC+flip, cache fill"):
+        ratios = recipes_run["summary"][name]["ratios"]
+        assert list(ratios) == [recipes.TF_RRC, recipes.TF_RRC_RECORDS], name
 
 
 def test_a_row_that_cannot_run_says_why(recipes_run):

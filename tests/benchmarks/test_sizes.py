@@ -37,7 +37,8 @@ def test_every_row_counts_every_image_of_every_epoch(sizes_run, cats_builder):
     expected = cats_builder.info.splits["train"].num_examples
     rows = result["epochs"]
     per_size = ("TF decode+plain resize", "TF decode+antialiased", "ours, no cache")
-    per_size += ("ours, cache fill", "ours, cache served", "loader")
+    per_size += ("tfds.load + TF decode+plain resize", "ours, cache fill", "ours, cache served")
+    per_size += ("loader",)
     names = {f"original->{s} {row}" for s in sizes.SIZES for row in per_size}
     names |= {"224 TF decode", "224 ours, no cache", "224 ours, cache fill"}
     names |= {"224 ours, cache served", "original->224 ours, disk cache fill"}
@@ -64,9 +65,13 @@ def test_ratios_are_taken_against_the_reference_rows(sizes_run):
     for size in sizes.SIZES:
         plain = f"original->{size} TF decode+plain resize"
         antialiased = f"original->{size} TF decode+antialiased"
-        for row in ("ours, no cache", "loader"):
+        records = f"original->{size} tfds.load + TF decode+plain resize"
+        for row, references in (
+            ("ours, no cache", [plain, antialiased, records]),
+            ("loader", [plain, antialiased]),
+        ):
             assert summary[f"original->{size} {row}"]["vs"] == plain
-            assert list(summary[f"original->{size} {row}"]["ratios"]) == [plain, antialiased]
+            assert list(summary[f"original->{size} {row}"]["ratios"]) == references
         assert summary[f"original->{size} ours, cache fill"]["vs"] == (
             f"original->{size} ours, no cache"
         )
@@ -87,10 +92,13 @@ def test_ratios_are_taken_against_the_reference_rows(sizes_run):
 
 def test_the_printed_table_names_each_ratios_reference(sizes_run_and_table):
     lines = [line for line in sizes_run_and_table[1].splitlines() if "x [" in line]
+    records = [line for line in lines if line.endswith(" tfds.load + TF decode+plain resize")]
     plain = [line for line in lines if line.endswith(" TF decode+plain resize")]
     antialiased = [line for line in lines if line.endswith(" TF decode+antialiased")]
-    # Ours without a cache and the loader, at each size, against each reference.
-    assert len(plain) == len(antialiased) == 2 * len(sizes.SIZES)
+    # Ours without a cache and the loader, at each size, against each in-memory
+    # reference; ours without a cache also against tfds.load's records.
+    assert len(plain) - len(records) == len(antialiased) == 2 * len(sizes.SIZES)
+    assert len(records) == len(sizes.SIZES)
 
 
 def test_bad_rounds_fail_with_one_line(capsys):
