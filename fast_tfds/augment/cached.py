@@ -33,6 +33,7 @@ class PictureCache:
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
       allocate: where the buffer's memory comes from (see `ragged.RaggedImages`).
+      filled: the buffer with every picture written (a persistent cache's file).
     """
 
     def __init__(
@@ -42,6 +43,8 @@ class PictureCache:
         output_size: tuple[int, int],
         shorter_side: int | None,
         allocate: ragged.Allocate | None = None,
+        *,
+        filled: np.ndarray | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
@@ -54,7 +57,9 @@ class PictureCache:
             heights, widths = ragged.cache_size(
                 self.reference_heights, self.reference_widths, shorter_side
             )
-        self.images = ragged.RaggedImages(ragged.RaggedLayout.of_sizes(heights, widths), allocate)
+        self.images = ragged.RaggedImages(
+            ragged.RaggedLayout.of_sizes(heights, widths), allocate, filled=filled
+        )
 
     def __len__(self) -> int:
         return len(self.images)

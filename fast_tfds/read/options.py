@@ -111,8 +111,12 @@ class ReadOptions:
         maps it and serves from its first epoch, without decoding. Off by default: the
         decoded cache is many times the size of the JPEGs (150 KB per image at 224 px),
         so disk is used only when asked. A damaged or stale file is refilled; a read-only
-        folder is read without writing. See docs/reading.md and
-        `fast_tfds.cache.persistent`.
+        folder is read without writing. With `augment`, the file holds the cached
+        pictures (at `cache_shorter_side`) and the label, not the augmentation, so any
+        recipe of that cache resolution, and `as_fast_loader(persist=True)` of the
+        same build, shares it; features that are strings (as_supervised=False) cannot
+        be kept, and are cached in memory for the run (one log line). See
+        docs/reading.md and `fast_tfds.cache.persistent`.
       shuffle: shuffle file order and examples (a new order every epoch); epochs
         served from the arena are a permutation of the whole split.
       shuffle_buffer: examples in the shuffle buffer of epochs that decode (epoch 1
@@ -262,11 +266,6 @@ def _check_augmented(opts: ReadOptions) -> None:
         raise ValueError(
             f"service={opts.service!r}: augment= crops before decoding, here; read "
             "without service= or without augment="
-        )
-    if opts.persist:
-        raise ValueError(
-            "persist=True: the cache of augment= (pictures at the cache resolution) is not "
-            "kept in a file yet; read with persist=False, or without augment="
         )
 
 
