@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from fast_tfds.augment import cached, ragged
+from fast_tfds.augment import cached
 from fast_tfds.cache import persistent, placement
 from fast_tfds.core import jpeg_blocks
 
@@ -208,8 +208,7 @@ def open_pictures(
 
     def plan():
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
-        cache_h, cache_w = _cache_sizes(heights, widths, output_size, shorter_side)
-        nbytes = ragged.RaggedLayout.of_sizes(cache_h, cache_w).nbytes
+        nbytes = cached.cache_bytes(heights, widths, output_size, shorter_side)
         columns = {
             PICTURES: ((), np.uint8, nbytes),
             HEIGHTS: ((), np.int64),
@@ -245,13 +244,6 @@ def open_pictures(
     )
     kept = {k: arrays[FEATURE + k] for k in features}
     return Stored(pictures, kept, _Completion(fill, arrays, pictures, kept), opened.path)
-
-
-def _cache_sizes(heights, widths, output_size, shorter_side):
-    if shorter_side is None:  # Exactly the output size: what reading without a crop needs.
-        n = len(heights)
-        return np.full(n, output_size[0], np.int64), np.full(n, output_size[1], np.int64)
-    return ragged.cache_size(heights, widths, shorter_side)
 
 
 class _Completion:

@@ -17,7 +17,13 @@ from typing import Any
 import tensorflow as tf
 
 from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import check_batch_size, check_int, check_seed, is_int
+from fast_tfds.core.options import (
+    check_batch_size,
+    check_cache_dir,
+    check_int,
+    check_seed,
+    is_int,
+)
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
 SHARDING_POLICIES = ("dynamic", "off")
@@ -189,7 +195,7 @@ class ReadOptions:
         check_image_size(self.image_size)
         _check_cache(self.cache)
         check_int("cache_budget", self.cache_budget, optional=True)
-        _check_cache_dir(self.cache_dir)
+        check_cache_dir(self.cache_dir)
         _check_persist(self.persist, self.cache)
         check_int("shuffle_buffer", self.shuffle_buffer)
         check_seed(self.seed)
@@ -266,18 +272,6 @@ def _check_augmented(opts: ReadOptions) -> None:
         raise ValueError(
             f"service={opts.service!r}: augment= crops before decoding, here; read "
             "without service= or without augment="
-        )
-
-
-def _check_cache_dir(cache_dir) -> None:
-    if cache_dir is None:
-        return
-    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
-        raise ValueError(f"cache_dir={cache_dir!r}: must be a local folder")
-    if "://" in os.fspath(cache_dir):
-        raise ValueError(
-            f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
-            "are a memory-mapped file)"
         )
 
 
