@@ -224,11 +224,7 @@ def open_pictures(
 
     opened = persistent.open_or_plan(folder, made, plan, what=what)
     if opened.rows is not None:
-        rows = opened.rows
-        pictures = cached.PictureCache(
-            rows[HEIGHTS], rows[WIDTHS], output_size, shorter_side, filled=rows[PICTURES]
-        )
-        return Stored(pictures, {k: rows[FEATURE + k] for k in features}, None, opened.path)
+        return _served(opened.rows, output_size, shorter_side, features, opened.path)
     if opened.allocate is None:
         return None
     fill = opened.allocate
@@ -244,6 +240,40 @@ def open_pictures(
     )
     kept = {k: arrays[FEATURE + k] for k in features}
     return Stored(pictures, kept, _Completion(fill, arrays, pictures, kept), opened.path)
+
+
+def serve_pictures(
+    origin: Origin,
+    slot_examples,
+    *,
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+    features: dict[str, tuple],
+    folder: str | os.PathLike,
+) -> tuple[Stored | None, str]:
+    """The cache of `slot_examples` from its complete persistent file, never a fill (for a
+    process that only reads): (stored, ""), or (None, why not, in a few words)."""
+    if origin.hook is None:
+        return None, "cannot hold targets beyond the label"
+    reason = not_kept(features)
+    if reason is not None:
+        return None, f"cannot hold these features ({reason})"
+    made = key(origin, slot_examples, output_size, shorter_side, features)
+    if made is None:
+        return None, "cannot be keyed (the shard files are not local)"
+    rows, why = persistent.open_served(folder, made)
+    if rows is None:
+        return None, f"{persistent.file_name(made)} {why}"
+    return _served(
+        rows, output_size, shorter_side, features, Path(folder) / persistent.file_name(made)
+    ), ""
+
+
+def _served(rows, output_size, shorter_side, features, path) -> Stored:
+    pictures = cached.PictureCache(
+        rows[HEIGHTS], rows[WIDTHS], output_size, shorter_side, filled=rows[PICTURES]
+    )
+    return Stored(pictures, {k: rows[FEATURE + k] for k in features}, None, path)
 
 
 class _Completion:

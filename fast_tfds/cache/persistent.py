@@ -154,6 +154,15 @@ def open_or_plan(
     return _open_or_fill(Path(folder), key, None, planned, what=what, sums_while_filling=False)
 
 
+def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
+    """The rows of a good file of `key` in `folder`, never a fill: (rows, ""), or (None, why
+    not, in a few words). For processes that only read (the loader's workers)."""
+    key = json.loads(json.dumps(key))
+    path = Path(folder) / file_name(key)
+    rows, bad, _ = _open_checked(path, key, None, False)
+    return rows, "" if rows is not None else (bad or "is not there")
+
+
 def _open_or_fill(
     folder: Path,
     key: dict,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from fast_tfds.augment import cached, kernels, windows
+from fast_tfds.augment import cached, kernels, persisted, windows
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.loader.examples import DecodeExample, stored_size
@@ -88,6 +88,15 @@ class LoaderCache:
         self._filling = filling
         self._lock = threading.Lock()
         self._done = False
+        # How a worker process opens the same file (`served`), if this cache is one.
+        self.reopen: dict | None = None
+
+    def __reduce__(self):
+        # Pickled to worker processes: a complete persistent file is mapped again there
+        # (the page cache shares it); any other cache lives in this process only.
+        if self.reopen is None:
+            raise TypeError("the loader's cache lives in its process (num_workers=0)")
+        return _reopened, (self.reopen,)
 
     def slot(self, index: int) -> int:
         return (index - self.shard_index) // self.shard_count
@@ -107,6 +116,29 @@ class LoaderCache:
             done, self._done = self._done, True
         if not done:
             self._filling.filled(self.pictures.images.buffer)
+
+
+def served(reopen: dict) -> LoaderCache:
+    """The cache of a complete persistent file, for a process that only reads it;
+    `reopen` holds `persisted.serve_pictures`' arguments and the shard. A one-line
+    ValueError when the file is not there, complete and current."""
+    options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
+    stored, why = persisted.serve_pictures(**options)
+    if stored is None:
+        raise ValueError(
+            f"persist=True with worker processes: the persistent cache of {reopen['what']} in "
+            f"{reopen['folder']}: {why}; workers only map a complete file: fill it once with "
+            "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
+        )
+    cache = LoaderCache(
+        stored.pictures, reopen["shard_index"], reopen["shard_count"], labels=stored.features
+    )
+    cache.reopen = reopen
+    return cache
+
+
+def _reopened(reopen: dict) -> LoaderCache:
+    return served(reopen)
 
 
 class _Labels:

@@ -56,9 +56,10 @@ class LoaderOptions:
         epochs decode nothing. With `augment` cropping, the pictures are kept at
         `cache_shorter_side` (aspect kept, never enlarged) and every epoch's crops
         are cut from them; otherwise at the output size. Needs num_workers=0 (the
-        cache lives in this process). Its size is `FastLoader.cache_bytes`, fixed
-        when the loader is made: for images of their own sizes (or cut to a
-        hook's window) that reads each record's JPEG header once, decoding nothing.
+        cache lives in this process), unless persisted (`persist`). Its size is
+        `FastLoader.cache_bytes`, fixed when the loader is made: for images of their
+        own sizes (or cut to a hook's window) that reads each record's JPEG header
+        once, decoding nothing.
         A cache over the memory budget goes to a memory-mapped file in `cache_dir`
         (one log line), as the tf.data reader's does.
       cache_shorter_side: the cached pictures' shorter side; None: output * 8/7
@@ -74,7 +75,9 @@ class LoaderOptions:
         (the same key: dataset and version, split, this shard's examples, every shard
         file of the split in either format, output size, cache resolution, the
         dataset's settings, decoder version), so either back end serves the other's.
-        Needs num_workers=0, as cache=True does: no worker process fills or maps it.
+        With num_workers > 0 the file must be there, complete: each worker process maps
+        it (the page cache holds one copy for all) and none fills it; without it the
+        loader stops with one line that says to fill it once with num_workers=0.
         Targets beyond the label (with_boxes) are not kept: the run caches in memory,
         with one log line. Off by default (disk is used only when asked).
     """
@@ -121,7 +124,7 @@ class LoaderOptions:
             raise ValueError(
                 "persist=True: keeps the decoded cache (cache=True) in a file, and cache=False"
             )
-        if self.cache and self.num_workers:
+        if self.cache and self.num_workers and not self.persist:
             raise ValueError(
                 f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "
                 "in this process, and its threads decode in parallel"

@@ -158,17 +158,24 @@ class FastLoader:
                 shard_files=self.source.shard_files,
                 hook=self.persist_identity,
             )
-            stored = stored_pictures.open_pictures(
-                origin,
-                np.arange(shard.start, shard.stop, shard.step),
-                output_size=size,
-                shorter_side=shorter_side,
-                features={"label": ((), np.int64)},
-                sizes=sizes,
-                folder=folder,
-                budget=None,
-                what=what,
-            )
+            common = {
+                "origin": origin,
+                "slot_examples": np.arange(shard.start, shard.stop, shard.step),
+                "output_size": size,
+                "shorter_side": shorter_side,
+                "features": {"label": ((), np.int64)},
+                "folder": folder,
+            }
+            if options.num_workers:  # Workers map a complete file; nothing fills it.
+                return augmented.served(
+                    {
+                        **common,
+                        "what": what,
+                        "shard_index": options.shard_index,
+                        "shard_count": options.shard_count,
+                    }
+                )
+            stored = stored_pictures.open_pictures(**common, sizes=sizes, budget=None, what=what)
             if stored is not None:
                 return augmented.LoaderCache(
                     stored.pictures,

@@ -328,7 +328,7 @@ def test_stanford_dogs_crops_lie_within_the_box(stanford_array_record_dir):
                 np.testing.assert_array_equal(images, want)
 
 
-def test_bad_options_are_one_line(cats_array_record_dir):
+def test_bad_options_are_one_line(cats_array_record_dir, tmp_path):
     with pytest.raises(ValueError, match=r"^cache=True: needs num_workers=0 \(not 2\)"):
         cats_loader(cats_array_record_dir, cache=True, num_workers=2)
     with pytest.raises(ValueError, match=r"^augment='flip': must be a fast_tfds\.Augment"):
@@ -343,9 +343,13 @@ def test_bad_options_are_one_line(cats_array_record_dir):
         cats_loader(cats_array_record_dir, cache=True, persist="yes")
     with pytest.raises(ValueError, match=r"^cache_dir='gs://b/c': must be a local folder"):
         cats_loader(cats_array_record_dir, cache=True, cache_dir="gs://b/c")
-    # Worker processes neither fill nor map the file: persist takes cache's refusal.
-    with pytest.raises(ValueError, match=r"^cache=True: needs num_workers=0 \(not 2\)"):
-        cats_loader(cats_array_record_dir, cache=True, persist=True, num_workers=2)
+    # Worker processes map a complete file, and none fills one.
+    with pytest.raises(ValueError, match=r"^persist=True with worker processes: ") as err:
+        cats_loader(
+            cats_array_record_dir, cache=True, persist=True, num_workers=2, cache_dir=tmp_path
+        )
+    assert "is not there; workers only map a complete file" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_every_option_is_documented_on_the_class():

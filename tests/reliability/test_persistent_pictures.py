@@ -4,7 +4,7 @@ either back end, serves every example exactly once per epoch from the file, deco
 nothing and reading no shard (they are zeroed), with the windows and pixels of the run
 that filled it; a damaged file, a rebuilt dataset and a read-only folder each end in the
 right pixels and one clear line; `fast-tfds cache list|clean` show and remove the file,
-never one in use.
+never one in use; the loader's worker processes map a complete file and never fill one.
 
 The build holds TFRecord and ArrayRecord files side by side (`tfds convert_format`), as
 a folder that serves both back ends does. What each epoch must be comes from this
@@ -42,8 +42,8 @@ AUGMENTS = {"rrc": Augment(), "none": Augment(crop=None, flip=False)}
 
 # argv: back end ("tf" or "loader"), data_dir, cache_dir, epochs, augment (a key of
 # AUGMENTS), mode ("run", or "pause": after the first batch print "paused" and wait for
-# a line on stdin), seed. One JSON line per epoch: its (digest, label) pairs and the calls to
-# the decoder so far.
+# a line on stdin), seed, the loader's worker processes. One JSON line per epoch: its
+# (digest, label) pairs and the calls to the decoder so far (this process's).
 _CHILD = textwrap.dedent(
     """
     import hashlib, json, sys
@@ -63,7 +63,7 @@ _CHILD = textwrap.dedent(
     import cats_vs_dogs_fast
     from fast_tfds import Augment
 
-    backend, data_dir, cache_dir, epochs, crop, mode, seed = sys.argv[1:8]
+    backend, data_dir, cache_dir, epochs, crop, mode, seed, workers = sys.argv[1:9]
     augment = Augment() if crop == "rrc" else Augment(crop=None, flip=False)
     common = dict(data_dir=data_dir, download_and_prepare=False, batch_size=8, seed=int(seed),
                   augment=augment, cache=True, persist=True, cache_dir=cache_dir)
@@ -74,7 +74,8 @@ _CHILD = textwrap.dedent(
             for images, labels in ds:
                 yield images.numpy(), labels.numpy()
     else:
-        loader = cats_vs_dogs_fast.as_fast_loader("train", num_threads=2, **common)
+        loader = cats_vs_dogs_fast.as_fast_loader(
+            "train", num_threads=2, num_workers=int(workers), **common)
         def batches():
             yield from loader
     for epoch in range(int(epochs)):
@@ -150,16 +151,22 @@ def expected(both_formats) -> dict[str, list[collections.Counter]]:
     return out
 
 
-def run(backend, data_dir, cache, *, epochs=EPOCHS, augment="rrc") -> tuple[list[dict], str]:
+def run(
+    backend, data_dir, cache, *, epochs=EPOCHS, augment="rrc", workers=0, fails=False
+) -> tuple[list[dict], str]:
     """A reader in a child process: (its epochs as printed, its stderr)."""
-    child = start(backend, data_dir, cache, epochs=epochs, augment=augment, mode="run")
+    child = start(
+        backend, data_dir, cache, epochs=epochs, augment=augment, mode="run", workers=workers
+    )
     out, err = child.communicate(timeout=TIMEOUT_S)
-    assert child.returncode == 0, err[-3000:]
+    assert (child.returncode != 0) == fails, err[-3000:]
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")], err
 
 
-def start(backend, data_dir, cache, *, epochs=EPOCHS, augment="rrc", mode="pause") -> Child:
-    args = [backend, data_dir, cache, str(epochs), augment, mode, str(SEED)]
+def start(
+    backend, data_dir, cache, *, epochs=EPOCHS, augment="rrc", mode="pause", workers=0
+) -> Child:
+    args = [backend, data_dir, cache, str(epochs), augment, mode, str(SEED), str(workers)]
     return Child(
         [sys.executable, "-c", _CHILD, *map(os.fspath, args)],
         stdin=subprocess.PIPE,
@@ -358,3 +365,19 @@ def test_cache_list_and_clean_show_and_remove_picture_files_never_one_in_use(
     assert [counted(e) for e in printed] == want and printed[-1]["decoded"] == 0
     cleaned = fast_tfds_cache("clean", cache, "--all")
     assert f"removed  {path} (--all, " in cleaned and not path.exists(), cleaned
+
+
+def test_loader_workers_map_a_complete_file_and_never_fill_one(data_dir, tmp_path, expected):
+    want = expected["rrc"]
+    cache = tmp_path / "cache"
+    _, stderr = run("loader", data_dir, cache, workers=2, fails=True)
+    said = lines(stderr, "ValueError: persist=True with worker processes")
+    assert len(said) == 1 and "is not there; workers only map a complete file" in said[0]
+    assert not picture_files(cache)
+    path = fill("tf", data_dir, cache, want)
+    zero_the_shards(data_dir)  # a worker that read a record would fail
+    epochs, stderr = run("loader", data_dir, cache, workers=2)
+    assert [counted(e) for e in epochs] == want
+    assert [e["decoded"] for e in epochs] == [0, 0]  # this process's; its workers read none
+    assert not lines(stderr, "fast_tfds: persist=True"), stderr
+    assert picture_files(cache) == [path] and not temp_files(cache)
