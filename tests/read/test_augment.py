@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import shutil
 import time
 
@@ -33,6 +34,7 @@ from tests.loader import conftest as loader_fixtures
 
 # The loader tests' ArrayRecord build (Stanford Dogs' TFRecord build is tests/conftest.py's).
 cats_array_record_dir = loader_fixtures.cats_array_record_dir
+stanford_array_record_dir = loader_fixtures.stanford_array_record_dir
 
 BATCH = 8
 JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
@@ -583,3 +585,47 @@ def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     for _ in read(cats_data_dir, augment=Augment(crop=None), **options):
         pass
     assert calls["decode"] > 0
+
+
+def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
+    stanford_tfrecord_dir, stanford_array_record_dir, tmp_path
+):
+    """The hook's setting is in the key, named the same by both back ends: their keys differ
+    only in the shard files (these two builds are in two folders) and nothing else."""
+    pytest.importorskip("grain")
+    import json
+
+    from fast_tfds.cache import persistent_listing
+    from fast_tfds.cache.persistent_format import read_header
+
+    common = {
+        "download_and_prepare": False,
+        "batch_size": 4,
+        "seed": 7,
+        "crop_to_box": True,
+        "augment": Augment(),
+        "cache": True,
+        "persist": True,
+    }
+    for _ in stanford_dogs_tfrecord.as_fast_dataset(
+        "train", data_dir=stanford_tfrecord_dir, cache_dir=tmp_path / "tf", **common
+    ):
+        pass
+    for _ in stanford_dogs_tfrecord.as_fast_loader(
+        "train", data_dir=stanford_array_record_dir, cache_dir=tmp_path / "grain", **common
+    ):
+        pass
+    keys = []
+    for folder in ("tf", "grain"):
+        deadline = time.monotonic() + 120
+        while not (found := persistent_listing.find(tmp_path / folder)) or found[0].problem:
+            assert time.monotonic() < deadline, "the file was not written"
+            time.sleep(0.1)
+        fd = os.open(found[0].path, os.O_RDONLY)
+        keys.append(read_header(fd).layout.key)
+        os.close(fd)
+    tf_key, grain_key = keys
+    assert tf_key["hook"] == grain_key["hook"] == {"crop_to_box": True}
+    assert {k: v for k, v in tf_key.items() if k != "shards"} == {
+        k: v for k, v in grain_key.items() if k != "shards"
+    }, json.dumps([tf_key, grain_key])
