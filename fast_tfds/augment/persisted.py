@@ -31,7 +31,7 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.augment import cached
-from fast_tfds.cache import persistent, placement
+from fast_tfds.cache import disk_rows, persistent, placement
 from fast_tfds.core import jpeg_blocks
 
 KIND = "pictures"
@@ -172,7 +172,7 @@ def open_pictures(
     shorter_side: int | None,
     features: dict[str, tuple],
     sizes: Callable[[], tuple[np.ndarray, np.ndarray]],
-    folder: str | os.PathLike,
+    folder: str | os.PathLike | None,
     budget: int | None,
     what: str,
 ) -> Stored | None:
@@ -181,6 +181,7 @@ def open_pictures(
     or nested targets, shards not local, another process filling, a read-only folder).
 
     `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
+    `folder` None: the default cache folder (`disk_rows.default_folder`).
     """
     if origin.hook is None:
         logging.warning(
@@ -222,6 +223,7 @@ def open_pictures(
         planned.update(heights=heights, widths=widths)
         return n, columns, not placement.fits_in_memory(need, budget)
 
+    folder = disk_rows.default_folder() if folder is None else folder
     opened = persistent.open_or_plan(folder, made, plan, what=what)
     if opened.rows is not None:
         return _served(opened.rows, output_size, shorter_side, features, opened.path)

@@ -38,7 +38,7 @@ import tensorflow as tf
 from fast_tfds.augment import cached, kernels, ragged, windows
 from fast_tfds.augment import persisted as stored_pictures
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import disk_rows, placement
+from fast_tfds.cache import placement
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import persisted, records
@@ -432,7 +432,7 @@ def make_cache(reading: Reading) -> AugmentCache:
             shorter_side=shorter_side,
             features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
             sizes=sizes,
-            folder=reading.cache.folder or disk_rows.default_folder(),
+            folder=reading.cache.folder,
             budget=reading.cache.budget,
             what=f"{reading.builder.info.full_name} {reading.split} (augment cache)",
         )
