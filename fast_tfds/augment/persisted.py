@@ -307,4 +307,5 @@ class _Completion:
         self.pictures.images.buffer = new[PICTURES]
         for name in self.features:
             self.features[name] = new[FEATURE + name]
+        self.arrays = new  # The filled memory goes with its last batch.
         return True

@@ -530,6 +530,8 @@ class MemoryFill(FileFill):
         self._region = region
         if replace is not None:
             replace(arrays, _views(region, layout))
+        # The filled memory goes once nothing else holds it: the mapping serves now.
+        self._current = None
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:

@@ -4,7 +4,9 @@ and a fill served back in another `open_pictures` without a pass over the pictur
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -156,6 +158,10 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     for slot, picture in zip(reversed(range(n)), pictures, strict=True):
         np.testing.assert_array_equal(served.pictures.images.image(slot), picture)
     np.testing.assert_array_equal(served.features["label"], 100 + np.arange(n))
-    if budget is None:  # The filling process now serves from the file's mapping too.
+    if budget is None:  # The filling process now serves from the file's mapping too,
         assert stored.pictures.images.buffer is not filled
+        gone = weakref.ref(filled)
+        del filled, view  # and its filled memory goes once nothing else holds it.
+        gc.collect()
+        assert gone() is None
         np.testing.assert_array_equal(stored.pictures.images.buffer, served.pictures.images.buffer)
