@@ -2,8 +2,8 @@
 persistent file, across real processes and across the two back ends. A later run, of
 either back end, serves every example exactly once per epoch from the file, decoding
 nothing and reading no shard (they are zeroed), with the windows and pixels of the run
-that filled it; a damaged file, a rebuilt dataset and a read-only folder each end in the
-right pixels and one clear line; `fast-tfds cache list|clean` show and remove the file,
+that filled it; a killed fill, a full disk, a damaged file, a rebuilt dataset, two fills at once
+and a read-only folder each end in the right pixels and one clear line; `fast-tfds cache list|clean` show and remove the file,
 never one in use; the loader's worker processes map a complete file and never fill one.
 
 The build holds TFRecord and ArrayRecord files side by side (`tfds convert_format`), as
@@ -381,3 +381,45 @@ def test_loader_workers_map_a_complete_file_and_never_fill_one(data_dir, tmp_pat
     assert [e["decoded"] for e in epochs] == [0, 0]  # this process's; its workers read none
     assert not lines(stderr, "fast_tfds: persist=True"), stderr
     assert picture_files(cache) == [path] and not temp_files(cache)
+
+
+def test_a_fill_killed_midway_leaves_nothing_trusted_and_the_next_run_fills(
+    data_dir, tmp_path, expected
+):
+    want = expected["rrc"]
+    cache = tmp_path / "cache"
+    child = start("tf", data_dir, cache)
+    try:
+        assert child.line(timeout=TIMEOUT_S).strip() == "paused"  # mid-fill
+    finally:
+        child.kill()
+        child.wait(timeout=TIMEOUT_S)
+    assert picture_files(cache) == []
+    (left,) = temp_files(cache)  # its lock died with it
+    epochs, stderr = run("loader", data_dir, cache)
+    assert [counted(e) for e in epochs] == want and epochs[0]["decoded"] > 0
+    assert not left.exists() and not temp_files(cache) and len(picture_files(cache)) == 1
+    epochs, _ = run("tf", data_dir, cache, epochs=1)
+    assert counted(epochs[0]) == want[0] and epochs[0]["decoded"] == 0
+
+
+def test_a_disk_too_small_caches_in_memory_with_one_line(data_dir, tmp_path, expected):
+    cache = tmp_path / "small"
+    cache.mkdir()
+    # The pictures take about 8 MiB: a 2 MiB file system cannot hold them.
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", os.fspath(cache)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        epochs, stderr = run("loader", data_dir, cache)
+        assert [counted(e) for e in epochs] == expected["rrc"]
+        said = lines(stderr, "persist=True: no room for the ")
+        assert len(said) == 1 and "caching it in memory for this run only" in said[0], stderr
+        assert picture_files(cache) == [] and temp_files(cache) == []
+    finally:
+        subprocess.run(["umount", os.fspath(cache)], timeout=60, check=True)
