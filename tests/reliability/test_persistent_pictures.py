@@ -2,9 +2,10 @@
 persistent file, across real processes and across the two back ends. A later run, of
 either back end, serves every example exactly once per epoch from the file, decoding
 nothing and reading no shard (they are zeroed), with the windows and pixels of the run
-that filled it; a killed fill, a full disk, a damaged file, a rebuilt dataset, two fills at once
-and a read-only folder each end in the right pixels and one clear line; `fast-tfds cache list|clean` show and remove the file,
-never one in use; the loader's worker processes map a complete file and never fill one.
+that filled it; a killed fill, a full disk, a damaged file, a rebuilt dataset, two fills
+at once and a read-only folder each end in the right pixels and one clear line;
+`fast-tfds cache list|clean` show and remove the file, never one in use; the loader's
+worker processes map a complete file and never fill one.
 
 The build holds TFRecord and ArrayRecord files side by side (`tfds convert_format`), as
 a folder that serves both back ends does. What each epoch must be comes from this
