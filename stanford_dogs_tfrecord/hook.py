@@ -55,6 +55,12 @@ class StanfordDogsHook(dataset_hooks.DatasetHook):
 
         return boxes.finish(ds, with_boxes=settings["with_boxes"], as_supervised=as_supervised)
 
+    def persist_identity(self, settings: Mapping[str, Any]) -> dict | None:
+        # The boxes as targets are not kept in a persistent cache; the crop changes pixels.
+        if settings["with_boxes"]:
+            return None
+        return {"crop_to_box": True} if settings["crop_to_box"] else {}
+
     def example_parts(self, settings: Mapping[str, Any]) -> BoxParts | None:
         if not (settings["with_boxes"] or settings["crop_to_box"]):
             return None

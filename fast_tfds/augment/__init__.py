@@ -7,6 +7,7 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
 - `ragged`: pictures of different sizes in one flat buffer (the crop cache).
 - `cached`: a batch served from that cache: windows drawn, cropped, resized,
   flipped and jittered into the output batch.
+- `persisted`: that cache in a persistent file (`persist=True`), one for both back ends.
 """
 
 from fast_tfds.augment.spec import Augment

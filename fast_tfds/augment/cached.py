@@ -33,6 +33,7 @@ class PictureCache:
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
       allocate: where the buffer's memory comes from (see `ragged.RaggedImages`).
+      filled: the buffer with every picture written (a persistent cache's file).
     """
 
     def __init__(
@@ -42,19 +43,19 @@ class PictureCache:
         output_size: tuple[int, int],
         shorter_side: int | None,
         allocate: ragged.Allocate | None = None,
+        *,
+        filled: np.ndarray | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
         self.output_size = tuple(output_size)
         self.shorter_side = shorter_side
-        n = len(self.reference_heights)
-        if shorter_side is None:
-            heights, widths = np.full(n, output_size[0]), np.full(n, output_size[1])
-        else:
-            heights, widths = ragged.cache_size(
-                self.reference_heights, self.reference_widths, shorter_side
-            )
-        self.images = ragged.RaggedImages(ragged.RaggedLayout.of_sizes(heights, widths), allocate)
+        heights, widths = cache_sizes(
+            self.reference_heights, self.reference_widths, output_size, shorter_side
+        )
+        self.images = ragged.RaggedImages(
+            ragged.RaggedLayout.of_sizes(heights, widths), allocate, filled=filled
+        )
 
     def __len__(self) -> int:
         return len(self.images)
@@ -107,6 +108,20 @@ class PictureCache:
             self.reference_widths[slots],
             self.output_size,
         )
+
+
+def cache_sizes(reference_heights, reference_widths, output_size, shorter_side):
+    """(heights, widths) of the cached pictures (see `PictureCache`)."""
+    n = len(np.asarray(reference_heights).reshape(-1))
+    if shorter_side is None:
+        return np.full(n, output_size[0], np.int64), np.full(n, output_size[1], np.int64)
+    return ragged.cache_size(reference_heights, reference_widths, shorter_side)
+
+
+def cache_bytes(reference_heights, reference_widths, output_size, shorter_side) -> int:
+    """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
+    heights, widths = cache_sizes(reference_heights, reference_widths, output_size, shorter_side)
+    return int(np.sum(heights * widths * 3))
 
 
 # The whole picture, resized; no randomness (reading through a cache without augment=).

@@ -80,19 +80,31 @@ class RaggedImages:
     Which pictures are written is kept per picture, so a fill that stops half-way
     (an iterator dropped in epoch 1) leaves the written ones served and the rest
     decoded when they come again.
+
+    `filled`: a buffer with every picture already written (a persistent cache's file),
+    used instead of allocating one.
     """
 
-    def __init__(self, layout: RaggedLayout, allocate: Allocate | None = None):
+    def __init__(
+        self,
+        layout: RaggedLayout,
+        allocate: Allocate | None = None,
+        *,
+        filled: np.ndarray | None = None,
+    ):
         self.layout = layout
-        self.buffer = (allocate or allocate_in_memory)((layout.nbytes,), np.uint8)
+        if filled is not None:
+            self.buffer = filled
+        else:
+            self.buffer = (allocate or allocate_in_memory)((layout.nbytes,), np.uint8)
         if self.buffer.shape != (layout.nbytes,) or self.buffer.dtype != np.uint8:
             raise ValueError(
-                f"allocate gave {self.buffer.dtype}{list(self.buffer.shape)}, "
-                f"not uint8[{layout.nbytes}]"
+                f"{'filled' if filled is not None else 'allocate gave'} "
+                f"{self.buffer.dtype}{list(self.buffer.shape)}, not uint8[{layout.nbytes}]"
             )
-        self.written = np.zeros(len(layout), bool)
+        self.written = np.full(len(layout), filled is not None, bool)
         self._lock = threading.Lock()
-        self._count = 0
+        self._count = len(layout) if filled is not None else 0
 
     def __len__(self) -> int:
         return len(self.layout)

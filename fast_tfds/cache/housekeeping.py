@@ -73,10 +73,12 @@ def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | 
 
 
 def describe_persistent(found: PersistentFile) -> str:
-    """The state of a persistent arena: in use, complete, stale, damaged or unfinished."""
+    """The state of a persistent arena: in use, complete, stale, damaged or unfinished;
+    "persistent pictures" for an augmentation cache's (`fast_tfds.augment.persisted`)."""
     if TEMP_MARK in found.path.name:
         return f"persistent, {found.problem}"
-    state = "persistent, in use" if found.in_use else "persistent"
+    state = "persistent pictures" if found.kind == "pictures" else "persistent"
+    state = f"{state}, in use" if found.in_use else state
     if found.problem:
         return f"{state}, damaged ({found.problem})"
     if found.stale:

@@ -28,6 +28,10 @@ Safety, in the order things can go wrong:
 - A read-only folder (a team's shared cache): its files are served; a missing or bad
   one is read without persisting, with one line.
 
+The augmentation cache's file (`fast_tfds.augment.persisted`: pictures of many sizes in
+one column of bytes) is made the same way, with the same checks, through `open_or_plan`:
+its layout is planned only when this process fills it.
+
 No TensorFlow: the Grain loader can use the same files.
 """
 
@@ -44,6 +48,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -123,17 +128,60 @@ def open_or_fill(
     `columns` is {name: (one example's shape, dtype)}. `read_ahead`: the rows exceed the
     memory budget, so served epochs ask for their rows ahead (as `disk_rows` does).
     """
-    folder = Path(folder)
     key = json.loads(json.dumps(key))  # As the header gives it back (tuples are lists).
-    path = folder / file_name(key)
     layout = Layout.plan(key, num_examples, columns)
-    rows, bad = _open_checked(path, layout, read_ahead)
+    return _open_or_fill(
+        Path(folder), key, layout, lambda: (layout, read_ahead), what=what, read_ahead=read_ahead
+    )
+
+
+def open_or_plan(
+    folder: str | os.PathLike,
+    key: dict,
+    plan: Callable[[], tuple[int, dict[str, tuple], bool]],
+    *,
+    what: str,
+) -> Opened:
+    """`open_or_fill` for rows whose layout takes work to know (the augmentation cache's
+    pictures: their sizes come from a pass over the JPEG headers). A good file of `key`
+    is served whatever its columns (the key names everything they were made from);
+    `plan()` runs only when this process fills the file, holding the key's lock, and
+    gives (num_examples, columns, read_ahead) as `open_or_fill` takes them. The rows of
+    such a fill are summed once filled (`FileFill.sums_while_filling`), so they may be
+    written in any order and shape."""
+    key = json.loads(json.dumps(key))
+
+    def planned() -> tuple[Layout, bool]:
+        num_examples, columns, read_ahead = plan()
+        return Layout.plan(key, num_examples, columns), read_ahead
+
+    return _open_or_fill(Path(folder), key, None, planned, what=what, sums_while_filling=False)
+
+
+def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
+    """The rows of a good file of `key` in `folder`, never a fill: (rows, ""), or (None, why
+    not, in a few words). For processes that only read (the loader's workers)."""
+    key = json.loads(json.dumps(key))
+    path = Path(folder) / file_name(key)
+    rows, bad, _ = _open_checked(path, key, None, False)
+    return rows, "" if rows is not None else (bad or "is not there")
+
+
+def _open_or_fill(
+    folder: Path,
+    key: dict,
+    layout: Layout | None,
+    plan: Callable[[], tuple[Layout, bool]],
+    *,
+    what: str,
+    read_ahead: bool = False,
+    sums_while_filling: bool = True,
+) -> Opened:
+    path = folder / file_name(key)
+    rows, bad, size = _open_checked(path, key, layout, read_ahead)
     if rows is not None:
         logging.info(
-            "fast_tfds: serving %s from the persistent cache %s (%s)",
-            what,
-            path,
-            _size(layout.file_size),
+            "fast_tfds: serving %s from the persistent cache %s (%s)", what, path, _size(size)
         )
         return Opened(path, rows=rows)
     try:
@@ -166,7 +214,7 @@ def open_or_fill(
     try:
         remove_leftovers(folder)
         # Another process may have finished it while this one waited for the lock.
-        rows, bad = _open_checked(path, layout, read_ahead)
+        rows, bad, _ = _open_checked(path, key, layout, read_ahead)
         if rows is not None:
             os.close(lock_fd)
             return Opened(path, rows=rows)
@@ -175,23 +223,26 @@ def open_or_fill(
             path.unlink(missing_ok=True)
         os.ftruncate(lock_fd, 0)
         os.pwrite(lock_fd, json.dumps({"pid": os.getpid()}).encode(), 0)
+        layout, read_ahead = plan()
     except BaseException:
         os.close(lock_fd)
         raise
-    fill = (FileFillReadAhead if read_ahead else MemoryFill)(path, layout, lock_fd, what)
+    kind = FileFillReadAhead if read_ahead else MemoryFill
+    fill = kind(path, layout, lock_fd, what, sums_while_filling=sums_while_filling)
     return Opened(path, allocate=fill)
 
 
 def _open_checked(
-    path: Path, layout: Layout, read_ahead: bool
-) -> tuple[dict[str, np.ndarray] | None, str | None]:
-    """(rows, None) of a good file; (None, why) of a bad one; (None, None) if absent."""
+    path: Path, key: dict, layout: Layout | None, read_ahead: bool
+) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
+    """(rows, None, size) of a good file; (None, why, 0) of a bad one; (None, None, 0) if
+    absent. `layout`: the columns the file must have (None: any, the key decides)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return None, None
+        return None, None, 0
     except OSError as err:
-        return None, f"cannot be opened ({err.strerror or err})"
+        return None, f"cannot be opened ({err.strerror or err})", 0
     try:
         # Shared: `clean` takes it exclusively, so a file in use is never removed.
         fcntl.flock(fd, fcntl.LOCK_SH)
@@ -200,9 +251,12 @@ def _open_checked(
         found = header.layout
         if found.file_size != size:
             raise BadFile(f"is truncated ({size} of {found.file_size} bytes)")
-        if found.key != layout.key:
+        if found.key != key:
             raise BadFile("was made from other inputs (its key differs)")
-        if (found.num_examples, _shapes(found)) != (layout.num_examples, _shapes(layout)):
+        if layout is not None and (found.num_examples, _shapes(found)) != (
+            layout.num_examples,
+            _shapes(layout),
+        ):
             raise BadFile("holds other columns than this read makes")
         # Copy-on-write: the arrays are writable for numpy and TensorFlow, and no page is
         # ever written, so every process shares the page cache's one copy.
@@ -210,12 +264,16 @@ def _open_checked(
     except BadFile as err:
         os.close(fd)
         message = str(err)
-        return None, message if message.startswith(("is ", "was ", "holds ")) else (
-            f"cannot be trusted: {message}"
+        return (
+            None,
+            message
+            if message.startswith(("is ", "was ", "holds "))
+            else (f"cannot be trusted: {message}"),
+            0,
         )
     except (OSError, ValueError) as err:
         os.close(fd)
-        return None, f"cannot be read ({err})"
+        return None, f"cannot be read ({err})", 0
     weakref.finalize(region, os.close, fd)
     if read_ahead and hasattr(mmap, "MADV_RANDOM"):
         region.madvise(mmap.MADV_RANDOM)
@@ -223,19 +281,19 @@ def _open_checked(
         os.utime(path, (time.time(), os.stat(path).st_mtime))
     except OSError:  # A read-only folder.
         pass
-    return _views(region, found), None
+    return _views(region, found), None, size
 
 
 def _shapes(layout: Layout) -> list:
-    return [(c.name, c.shape, c.dtype.str) for c in layout.columns]
+    return [(c.name, c.rows, c.shape, c.dtype.str) for c in layout.columns]
 
 
 def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
     arrays = {}
     for c in layout.columns:
-        count = layout.num_examples * int(np.prod(c.shape, dtype=np.int64))
+        count = c.rows * int(np.prod(c.shape, dtype=np.int64))
         array = np.frombuffer(region, c.dtype, count=count, offset=c.offset)
-        arrays[c.name] = array.reshape((layout.num_examples, *c.shape))
+        arrays[c.name] = array.reshape((c.rows, *c.shape))
     return arrays
 
 
@@ -249,10 +307,24 @@ class FileFill:
     Holds the key's lock from its creation until the file is renamed (or given up).
     If the disk lacks room, or the file cannot be made, the arena gets anonymous
     memory instead (one log line) and nothing is persisted.
+
+    `sums_while_filling`: the data checksum is made of the rows as the fill writes them
+    (`wrote`, whole rows of an arena), and checked against the rows once filled; False
+    for a fill that writes its columns in no row order (the augmentation cache's
+    pictures), whose checksum is made once filled.
     """
 
-    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str):
+    def __init__(
+        self,
+        path: Path,
+        layout: Layout,
+        lock_fd: int,
+        what: str,
+        *,
+        sums_while_filling: bool = True,
+    ):
         self.path = path
+        self.sums_while_filling = sums_while_filling
         self.layout = layout
         self.what = what
         self._held = _Held(lock_fd)
@@ -327,7 +399,7 @@ class FileFill:
 
     def wrote(self, arrays: dict[str, np.ndarray], start: int, n: int) -> None:
         """Adds rows start..start+n (just written by the fill) to the data checksum."""
-        if arrays is not self._current:
+        if arrays is not self._current or not self.sums_while_filling:
             return
         sums = {name: column_checksum(a[start : start + n]) for name, a in arrays.items()}
         with self._lock:
@@ -376,8 +448,9 @@ class FileFill:
         # cheaply under a memory limit; and an I/O error shows here, not later.
         region.flush()
         found = {name: column_checksum(a) for name, a in arrays.items()}
-        if found != self._sums:
+        if self.sums_while_filling and found != self._sums:
             raise BadFile("its rows do not match the checksum made while filling them")
+        self._sums = found
         header = self.layout.header(self._sums)
         os.pwrite(fd, header, 0)
         os.fsync(fd)
@@ -433,8 +506,7 @@ class MemoryFill(FileFill):
         layout = self.layout
         self._reserve_temp()
         return {
-            c.name: arenas.allocate_in_memory((layout.num_examples, *c.shape), c.dtype)
-            for c in layout.columns
+            c.name: arenas.allocate_in_memory((c.rows, *c.shape), c.dtype) for c in layout.columns
         }
 
     def wrote(self, arrays, start, n) -> None:
@@ -451,7 +523,7 @@ class MemoryFill(FileFill):
         if check.checksums != sums or check.layout.key != layout.key:
             raise BadFile("its header did not read back as written")
         for c in layout.columns:
-            if _file_checksum(fd, c, layout.num_examples) != sums[c.name]:
+            if _file_checksum(fd, c) != sums[c.name]:
                 raise BadFile(f"its {c.name} rows did not read back as written")
         os.rename(self._held.temp, self.path)
         _fsync_folder(self.path.parent)
@@ -462,6 +534,8 @@ class MemoryFill(FileFill):
         self._region = region
         if replace is not None:
             replace(arrays, _views(region, layout))
+        # The filled memory goes once nothing else holds it: the mapping serves now.
+        self._current = None
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
@@ -471,13 +545,13 @@ def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
         data, offset = data[written:], offset + written
 
 
-def _file_checksum(fd: int, column, num_examples: int) -> int:
+def _file_checksum(fd: int, column) -> int:
     """The checksum of a column's rows as the file holds them, read back in chunks."""
-    row_bytes = column.nbytes // max(num_examples, 1)
+    row_bytes = column.nbytes // max(column.rows, 1)
     per_chunk = max(1, (16 << 20) // max(row_bytes, 1))
     total = 0
-    for start in range(0, num_examples, per_chunk):
-        n = min(per_chunk, num_examples - start)
+    for start in range(0, column.rows, per_chunk):
+        n = min(per_chunk, column.rows - start)
         data = os.pread(fd, n * row_bytes, column.offset + start * row_bytes)
         if len(data) != n * row_bytes:
             raise BadFile("shorter than its header says")

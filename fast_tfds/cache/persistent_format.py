@@ -3,9 +3,13 @@
     offset 0    MAGIC (16 bytes), FORMAT_VERSION (u32), length of the JSON (u32),
                 sha256 of the JSON (32 bytes), the JSON
     the JSON    {"key": what the rows were made from, "num_examples", "columns": [{name,
-                shape (one example's), dtype, offset, nbytes}], "file_size",
+                rows, shape (one row's), dtype, offset, nbytes}], "file_size",
                 "data_checksum": {column: 16 hex digits}, "made": time.time()}
-    offsets     each column's rows, [num_examples, *shape], at a page boundary
+    offsets     each column's rows, [rows, *shape], at a page boundary
+
+A column has one row per example (an arena's features), unless it says otherwise: the
+augmentation cache's pictures are one column of bytes (`rows` = their total), since each
+picture has a size of its own (`fast_tfds.augment.persisted`).
 
 Everything a reader trusts is in the header and checked before a byte of the rows is
 used: the magic and version, the header's own checksum (a flipped byte), the file's size
@@ -30,7 +34,8 @@ import numpy as np
 
 MAGIC = b"FAST_TFDS_ARENA\0"
 # Bump when the layout of the file changes; a file of another version is refilled.
-FORMAT_VERSION = 1
+# 2: each column has a row count of its own.
+FORMAT_VERSION = 2
 _FIXED = struct.Struct("<16sII32s")  # magic, version, JSON length, sha256 of the JSON
 _MAX_JSON = 1 << 24  # A length beyond this is a damaged header, not a big one.
 _PLACEHOLDER = "0" * 16
@@ -43,10 +48,11 @@ class BadFile(ValueError):
 @dataclasses.dataclass(frozen=True)
 class ColumnLayout:
     name: str
-    shape: tuple[int, ...]  # One example's.
+    shape: tuple[int, ...]  # One row's.
     dtype: np.dtype
     offset: int
     nbytes: int
+    rows: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,15 +67,18 @@ class Layout:
 
     @classmethod
     def plan(cls, key: dict, num_examples: int, columns: dict[str, tuple]) -> Layout:
-        """The layout for `columns` ({name: (one example's shape, dtype)}), names sorted."""
+        """The layout for `columns` ({name: (one row's shape, dtype)}, or (shape, dtype,
+        rows) for a column without one row per example), names sorted."""
         made = time.time()
         # The header's length does not depend on the checksum's value (fixed width).
         placed, offset = [], 0
         for name in sorted(columns):
-            shape, dtype = columns[name]
+            shape, dtype, *rows = columns[name]
+            rows = int(rows[0]) if rows else num_examples
             dtype = np.dtype(dtype)
-            nbytes = num_examples * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            placed.append(ColumnLayout(name, tuple(int(s) for s in shape), dtype, offset, nbytes))
+            nbytes = rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            shape = tuple(int(s) for s in shape)
+            placed.append(ColumnLayout(name, shape, dtype, offset, nbytes, rows))
             offset = _page_up(offset + nbytes)
         draft = cls(key, num_examples, tuple(placed), 0, made)
         start = _page_up(len(draft.header({c.name: 0 for c in placed})))
@@ -83,6 +92,7 @@ class Layout:
             "columns": [
                 {
                     "name": c.name,
+                    "rows": c.rows,
                     "shape": list(c.shape),
                     "dtype": c.dtype.str,
                     "offset": c.offset,
@@ -126,7 +136,12 @@ def read_header(fd: int) -> Header:
         record = json.loads(text)
         columns = tuple(
             ColumnLayout(
-                c["name"], tuple(c["shape"]), np.dtype(c["dtype"]), c["offset"], c["nbytes"]
+                c["name"],
+                tuple(c["shape"]),
+                np.dtype(c["dtype"]),
+                c["offset"],
+                c["nbytes"],
+                c["rows"],
             )
             for c in record["columns"]
         )

@@ -43,6 +43,7 @@ class PersistentFile:
     split: str | None
     problem: str | None  # why it would not be served; None for a good file
     stale: bool  # a shard it was made from changed or is gone
+    kind: str | None = None  # "pictures": an augmentation cache's; None: an arena's examples
 
     @property
     def age_s(self) -> float:
@@ -92,6 +93,7 @@ def _describe(path: Path) -> PersistentFile | None:
         split=key.get("split"),
         problem=problem,
         stale=bool(key.get("shards")) and shard_stats.changed(key["shards"]),
+        kind=key.get("kind"),
     )
 
 

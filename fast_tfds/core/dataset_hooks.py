@@ -69,6 +69,17 @@ class DatasetHook:
         """The loader's per-example additions; None when the settings ask for nothing."""
         return None
 
+    def persist_identity(self, settings: Mapping[str, Any]) -> dict | None:
+        """What of `settings` changes the pixels or the targets of a cached example, named
+        the same from either back end's settings: part of the key of a persistent cache
+        of augmented reads, which both back ends share. {} when nothing changes; None
+        when the targets are more than the label, which such a cache does not keep."""
+        return {}
+
+
+# The attribute under which a hook's `transform` for the tf.data reader carries
+# `persist_identity` (the reader keeps the transform, not the settings).
+PERSIST_IDENTITY = "fast_tfds_persist_identity"
 
 _HOOKS: dict[str, DatasetHook] = {}
 _NO_HOOK = DatasetHook()

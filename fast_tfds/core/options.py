@@ -8,6 +8,7 @@ run them in their constructors; image sizes are checked in `fast_tfds.core.sizes
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # Seeds of the loader's shuffles (Grain's) are unsigned 32-bit integers.
@@ -50,3 +51,16 @@ def check_seed(seed: Any, *, limit: int | None = None) -> None:
 def check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r}: must be True or False")
+
+
+def check_cache_dir(cache_dir: Any) -> None:
+    """`cache_dir` is None or a local folder (the cache's rows are a memory-mapped file)."""
+    if cache_dir is None:
+        return
+    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+        raise ValueError(f"cache_dir={cache_dir!r}: must be a local folder")
+    if "://" in os.fspath(cache_dir):
+        raise ValueError(
+            f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
+            "are a memory-mapped file)"
+        )

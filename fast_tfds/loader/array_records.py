@@ -34,6 +34,9 @@ class SplitSource:
     split: str
     stored_size: tuple[int, int] | None  # None: each image keeps its own size
     label_names: tuple[str, ...]
+    # The split's shard files (TFDS's file instructions): what a persistent cache's key
+    # fingerprints, with the other formats' files beside them.
+    shard_files: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -54,7 +57,7 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
             f"files; the loader reads ArrayRecord. Add ArrayRecord files next to them with "
             f"`{convert}`, or build with `--file_format array_record`"
         )
-    splits.split_info(info, split)
+    selected = splits.split_info(info, split)
     raw = builder.as_data_source(
         split=split,
         file_format=ARRAY_RECORD,
@@ -71,6 +74,7 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         split=split,
         stored_size=sizes.stored_size(features["image"].shape),
         label_names=tuple(features["label"].names),
+        shard_files=tuple(str(fi.filename) for fi in selected.file_instructions),
     )
 
 

@@ -19,12 +19,13 @@ even read (`IndexedRecords`), and its batches are cut from the cache.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from fast_tfds.augment import cached, kernels, ragged, windows
+from fast_tfds.augment import cached, kernels, persisted, windows
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.loader.examples import DecodeExample, stored_size
@@ -65,23 +66,37 @@ class LoaderCache:
     Slot s holds example `shard_index + s * shard_count` of the split. The layout is
     fixed from each picture's reference size (the stored size, or the hook's window
     in it), so the buffer is allocated once, before epoch 1.
+
+    `labels`: {"label": int64 [slots]}, the labels' column of a persistent file (served,
+    or being filled), instead of a target per slot in a list. `filling`: called
+    `filled(buffer)` once every picture is written (the persistent file is then
+    written out; rows on disk are written back).
     """
 
     def __init__(
         self,
-        reference_heights,
-        reference_widths,
-        output_size: tuple[int, int],
-        shorter_side: int | None,
+        pictures: cached.PictureCache,
         shard_index: int,
         shard_count: int,
-        allocate: ragged.Allocate | None = None,
+        *,
+        labels: dict[str, np.ndarray] | None = None,
+        filling: Any = None,
     ):
-        self.pictures = cached.PictureCache(
-            reference_heights, reference_widths, output_size, shorter_side, allocate
-        )
-        self.targets: list[Any] = [None] * len(self.pictures)
+        self.pictures = pictures
+        self.targets: Any = [None] * len(pictures) if labels is None else _Labels(labels)
         self.shard_index, self.shard_count = shard_index, shard_count
+        self._filling = filling
+        self._lock = threading.Lock()
+        self._done = False
+        # How a worker process opens the same file (`served`), if this cache is one.
+        self.reopen: dict | None = None
+
+    def __reduce__(self):
+        # Pickled to worker processes: a complete persistent file is mapped again there
+        # (the page cache shares it); any other cache lives in this process only.
+        if self.reopen is None:
+            raise TypeError("the loader's cache lives in its process (num_workers=0)")
+        return _reopened, (self.reopen,)
 
     def slot(self, index: int) -> int:
         return (index - self.shard_index) // self.shard_count
@@ -92,6 +107,52 @@ class LoaderCache:
     @property
     def nbytes(self) -> int:
         return self.pictures.nbytes
+
+    def when_filled(self) -> None:
+        """Once every picture is written, tells `filling` (once)."""
+        if self._filling is None or not self.pictures.images.filled:
+            return
+        with self._lock:
+            done, self._done = self._done, True
+        if not done:
+            self._filling.filled(self.pictures.images.buffer)
+
+
+def served(reopen: dict) -> LoaderCache:
+    """The cache of a complete persistent file, for a process that only reads it;
+    `reopen` holds `persisted.serve_pictures`' arguments and the shard. A one-line
+    ValueError when the file is not there, complete and current."""
+    options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
+    stored, why = persisted.serve_pictures(**options)
+    if stored is None:
+        raise ValueError(
+            f"persist=True with worker processes: the persistent cache of {reopen['what']} in "
+            f"{reopen['folder']}: {why}; workers only map a complete file: fill it once with "
+            "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
+        )
+    cache = LoaderCache(
+        stored.pictures, reopen["shard_index"], reopen["shard_count"], labels=stored.features
+    )
+    cache.reopen = reopen
+    return cache
+
+
+def _reopened(reopen: dict) -> LoaderCache:
+    return served(reopen)
+
+
+class _Labels:
+    """The targets of a persistent file: a label per slot, in its column (looked up on
+    each use: the column moves to the file's mapping once the file is written)."""
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self.columns = columns
+
+    def __setitem__(self, slot: int, label) -> None:
+        self.columns["label"][slot] = label
+
+    def __getitem__(self, slot: int):
+        return self.columns["label"][slot]
 
 
 @dataclasses.dataclass
@@ -145,6 +206,7 @@ class AugmentedBatches:
             jpeg, target, window = self.decode.parse(record)
             cache.targets[slot] = target  # before the picture is marked as written
             cache.pictures.fill(int(slot), jpeg, window)
+        cache.when_filled()
         cache.pictures.serve_into(slots, self.augment, self.seed, epoch, indices, out)
         return [cache.targets[slot] for slot in slots]
 

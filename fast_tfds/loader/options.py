@@ -11,10 +11,18 @@ when the loader is made. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import SEED_LIMIT, check_batch_size, check_bool, check_int, check_seed
+from fast_tfds.core.options import (
+    SEED_LIMIT,
+    check_batch_size,
+    check_bool,
+    check_cache_dir,
+    check_int,
+    check_seed,
+)
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
 
@@ -48,11 +56,30 @@ class LoaderOptions:
         epochs decode nothing. With `augment` cropping, the pictures are kept at
         `cache_shorter_side` (aspect kept, never enlarged) and every epoch's crops
         are cut from them; otherwise at the output size. Needs num_workers=0 (the
-        cache lives in this process). Its size is `FastLoader.cache_bytes`, fixed
-        when the loader is made: for images of their own sizes (or cut to a
-        hook's window) that reads each record's JPEG header once, decoding nothing.
+        cache lives in this process), unless persisted (`persist`). Its size is
+        `FastLoader.cache_bytes`, fixed when the loader is made: for images of their
+        own sizes (or cut to a hook's window) that reads each record's JPEG header
+        once, decoding nothing.
+        A cache over the memory budget goes to a memory-mapped file in `cache_dir`
+        (one log line), as the tf.data reader's does.
       cache_shorter_side: the cached pictures' shorter side; None: output * 8/7
         (256 for 224), which serves a 0.875 center crop at full resolution.
+      cache_dir: the local folder of caches on disk and persistent caches (default:
+        $FAST_TFDS_CACHE_DIR, else $XDG_CACHE_HOME/fast_tfds, else ~/.cache/fast_tfds);
+        `fast-tfds cache list|clean` shows and removes them.
+      persist: True keeps the cache (cache=True) in a file in `cache_dir` that outlives
+        the process: the first run fills it (one log line says where and how big),
+        every later or concurrent run maps it and serves from its first epoch, reading
+        no record. The file holds the pictures and labels, not the augmentation, and
+        is the one `as_fast_dataset(augment=..., persist=True)` makes of the same build
+        (the same key: dataset and version, split, this shard's examples, every shard
+        file of the split in either format, output size, cache resolution, the
+        dataset's settings, decoder version), so either back end serves the other's.
+        With num_workers > 0 the file must be there, complete: each worker process maps
+        it (the page cache holds one copy for all) and none fills it; without it the
+        loader stops with one line that says to fill it once with num_workers=0.
+        Targets beyond the label (with_boxes) are not kept: the run caches in memory,
+        with one log line. Off by default (disk is used only when asked).
     """
 
     batch_size: int = 32
@@ -69,6 +96,8 @@ class LoaderOptions:
     augment: Augment | None = None
     cache: bool = False
     cache_shorter_side: int | None = None
+    cache_dir: str | os.PathLike | None = None
+    persist: bool = False
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size, optional=False)
@@ -89,7 +118,13 @@ class LoaderOptions:
         check_augment(self.augment)
         check_bool("cache", self.cache)
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
-        if self.cache and self.num_workers:
+        check_cache_dir(self.cache_dir)
+        check_bool("persist", self.persist)
+        if self.persist and not self.cache:
+            raise ValueError(
+                "persist=True: keeps the decoded cache (cache=True) in a file, and cache=False"
+            )
+        if self.cache and self.num_workers and not self.persist:
             raise ValueError(
                 f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "
                 "in this process, and its threads decode in parallel"

@@ -35,7 +35,9 @@ from typing import Any
 import grain
 import numpy as np
 
-from fast_tfds.augment import ragged
+from fast_tfds.augment import cached, ragged
+from fast_tfds.augment import persisted as stored_pictures
+from fast_tfds.cache import disk_rows, placement
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.loader import augmented
 from fast_tfds.loader.array_records import SplitSource
@@ -65,7 +67,20 @@ class FastLoader:
     workers (garbage collection does it too).
     """
 
-    def __init__(self, source: SplitSource, decode: DecodeExample, options: LoaderOptions):
+    def __init__(
+        self,
+        source: SplitSource,
+        decode: DecodeExample,
+        options: LoaderOptions,
+        *,
+        persist_identity: dict | None = None,
+    ):
+        """`persist_identity`: what the dataset's settings change in pixels or targets
+        (`DatasetHook.persist_identity`), for the key of a persistent cache; by default
+        nothing without a hook's parts, and targets beyond the label with them."""
+        if persist_identity is None and decode.parts is None:
+            persist_identity = {}
+        self.persist_identity = persist_identity
         self._stream = None  # The running batch iterator, and the position it is at.
         self._stream_position = -1
         if len(source) < options.shard_count:
@@ -124,15 +139,59 @@ class FastLoader:
             (options.cache_shorter_side or ragged.default_shorter_side(size)) if crops else None
         )
         shard = range(options.shard_index, len(self.source), options.shard_count)
-        stored = self.source.stored_size
-        if not crops:  # The cache holds the output itself; its windows are whole pictures.
-            heights, widths = np.full(len(shard), size[0]), np.full(len(shard), size[1])
-        elif stored is not None and self.decode.parts is None:
-            heights, widths = np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
-        else:  # Sizes vary (or a hook's window cuts each): read each JPEG's header.
-            heights, widths = augmented.reference_sizes(self.source.records, shard, self.decode)
+
+        def sizes():
+            stored = self.source.stored_size
+            if not crops:  # The cache holds the output itself; windows are whole pictures.
+                return np.full(len(shard), size[0]), np.full(len(shard), size[1])
+            if stored is not None and self.decode.parts is None:
+                return np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
+            # Sizes vary (or a hook's window cuts each): read each JPEG's header.
+            return augmented.reference_sizes(self.source.records, shard, self.decode)
+
+        what = f"{self.source.dataset} {self.source.split} (loader cache)"
+        folder = options.cache_dir or disk_rows.default_folder()
+        if options.persist:
+            origin = stored_pictures.Origin(
+                dataset=self.source.dataset,
+                split=self.source.split,
+                shard_files=self.source.shard_files,
+                hook=self.persist_identity,
+            )
+            common = {
+                "origin": origin,
+                "slot_examples": np.arange(shard.start, shard.stop, shard.step),
+                "output_size": size,
+                "shorter_side": shorter_side,
+                "features": {"label": ((), np.int64)},
+                "folder": folder,
+            }
+            if options.num_workers:  # Workers map a complete file; nothing fills it.
+                return augmented.served(
+                    {
+                        **common,
+                        "what": what,
+                        "shard_index": options.shard_index,
+                        "shard_count": options.shard_count,
+                    }
+                )
+            stored = stored_pictures.open_pictures(**common, sizes=sizes, budget=None, what=what)
+            if stored is not None:
+                return augmented.LoaderCache(
+                    stored.pictures,
+                    options.shard_index,
+                    options.shard_count,
+                    labels=stored.features,
+                    filling=stored.filling,
+                )
+        heights, widths = sizes()
+        need = cached.cache_bytes(heights, widths, size, shorter_side)
+        # In memory within the budget, else rows on disk in `folder`, as tf.data's cache.
+        allocate = placement.allocator(need, what=what, cache_dir=folder)
+        pictures = cached.PictureCache(heights, widths, size, shorter_side, allocate)
+        filling = allocate if hasattr(allocate, "filled") else None
         return augmented.LoaderCache(
-            heights, widths, size, shorter_side, options.shard_index, options.shard_count
+            pictures, options.shard_index, options.shard_count, filling=filling
         )
 
     @property

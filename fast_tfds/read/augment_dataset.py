@@ -36,11 +36,12 @@ import simplejpeg
 import tensorflow as tf
 
 from fast_tfds.augment import cached, kernels, ragged, windows
+from fast_tfds.augment import persisted as stored_pictures
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
 from fast_tfds.core import aligned, jpeg_blocks
 from fast_tfds.core.sizes import as_hw
-from fast_tfds.read import records
+from fast_tfds.read import persisted, records
 from fast_tfds.read.decoding import WINDOW_KEY
 from fast_tfds.read.parsing import UNBATCHED_BLOCK, make_parser
 from fast_tfds.read.split_reading import Reading
@@ -264,15 +265,19 @@ class AugmentCache:
         augment: Augment,
         seed: int,
         allocate,
+        kept: dict[str, np.ndarray] | None = None,
     ):
+        """`kept`: the features' rows, if they come from elsewhere (a persistent file)."""
         self.pictures = pictures
         self.slots = slots
         self.keys = sorted(features)
         self.specs = features
-        self.features = {
-            k: np.zeros((len(pictures), *spec.shape), _numpy_dtype(spec.dtype))
-            for k, spec in features.items()
-        }
+        self.features = kept
+        if kept is None:
+            self.features = {
+                k: np.zeros((len(pictures), *spec.shape), _numpy_dtype(spec.dtype))
+                for k, spec in features.items()
+            }
         self.augment, self.seed = augment, seed
         self.num_threads = len(os.sched_getaffinity(0))
         self._allocate = allocate
@@ -403,18 +408,45 @@ def reference_sizes(reading: Reading, slots: Slots) -> tuple[np.ndarray, np.ndar
 
 
 def make_cache(reading: Reading) -> AugmentCache:
-    """The cache, laid out and allocated (in memory, or on disk over the budget)."""
+    """The cache, laid out and allocated (in memory, or on disk over the budget); with
+    persist=True, served from its persistent file, or filling a new one."""
     size = output_size(reading)
     augment = reading.augment
     features = cached_features(reading)
     slots = Slots.of(reading)
     n = len(slots.index)
-    if augment.crop is None:
-        # The whole picture at the output size: no reference size needed beyond it.
-        heights, widths, shorter_side = np.full(n, size[0]), np.full(n, size[1]), None
-    else:
-        heights, widths = reference_sizes(reading, slots)
+    shorter_side = None  # The whole picture at the output size: no reference size needed.
+    if augment.crop is not None:
         shorter_side = reading.cache_shorter_side or ragged.default_shorter_side(size)
+
+    def sizes():
+        if augment.crop is None:
+            return np.full(n, size[0]), np.full(n, size[1])
+        return reference_sizes(reading, slots)
+
+    if reading.cache.persist:
+        stored = stored_pictures.open_pictures(
+            persisted.pictures_origin(reading),
+            slots.index,
+            output_size=size,
+            shorter_side=shorter_side,
+            features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
+            sizes=sizes,
+            folder=reading.cache.folder,
+            budget=reading.cache.budget,
+            what=f"{reading.builder.info.full_name} {reading.split} (augment cache)",
+        )
+        if stored is not None:
+            return AugmentCache(
+                stored.pictures,
+                slots,
+                features,
+                augment,
+                reading.augment_seed,
+                stored.filling,
+                stored.features,
+            )
+    heights, widths = sizes()
     cache_h, cache_w = (
         (heights, widths)
         if shorter_side is None

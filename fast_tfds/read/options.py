@@ -17,7 +17,13 @@ from typing import Any
 import tensorflow as tf
 
 from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import check_batch_size, check_int, check_seed, is_int
+from fast_tfds.core.options import (
+    check_batch_size,
+    check_cache_dir,
+    check_int,
+    check_seed,
+    is_int,
+)
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
 SHARDING_POLICIES = ("dynamic", "off")
@@ -111,8 +117,12 @@ class ReadOptions:
         maps it and serves from its first epoch, without decoding. Off by default: the
         decoded cache is many times the size of the JPEGs (150 KB per image at 224 px),
         so disk is used only when asked. A damaged or stale file is refilled; a read-only
-        folder is read without writing. See docs/reading.md and
-        `fast_tfds.cache.persistent`.
+        folder is read without writing. With `augment`, the file holds the cached
+        pictures (at `cache_shorter_side`) and the label, not the augmentation, so any
+        recipe of that cache resolution, and `as_fast_loader(persist=True)` of the
+        same build, shares it; features that are strings (as_supervised=False) cannot
+        be kept, and are cached in memory for the run (one log line). See
+        docs/reading.md and `fast_tfds.cache.persistent`.
       shuffle: shuffle file order and examples (a new order every epoch); epochs
         served from the arena are a permutation of the whole split.
       shuffle_buffer: examples in the shuffle buffer of epochs that decode (epoch 1
@@ -185,7 +195,7 @@ class ReadOptions:
         check_image_size(self.image_size)
         _check_cache(self.cache)
         check_int("cache_budget", self.cache_budget, optional=True)
-        _check_cache_dir(self.cache_dir)
+        check_cache_dir(self.cache_dir)
         _check_persist(self.persist, self.cache)
         check_int("shuffle_buffer", self.shuffle_buffer)
         check_seed(self.seed)
@@ -262,23 +272,6 @@ def _check_augmented(opts: ReadOptions) -> None:
         raise ValueError(
             f"service={opts.service!r}: augment= crops before decoding, here; read "
             "without service= or without augment="
-        )
-    if opts.persist:
-        raise ValueError(
-            "persist=True: the cache of augment= (pictures at the cache resolution) is not "
-            "kept in a file yet; read with persist=False, or without augment="
-        )
-
-
-def _check_cache_dir(cache_dir) -> None:
-    if cache_dir is None:
-        return
-    if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
-        raise ValueError(f"cache_dir={cache_dir!r}: must be a local folder")
-    if "://" in os.fspath(cache_dir):
-        raise ValueError(
-            f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
-            "are a memory-mapped file)"
         )
 
 

@@ -8,6 +8,10 @@ arena's columns (features, shapes: the output size, dtypes as stored), how the i
 were decoded (our block decoder and its `DECODER_VERSION`, or TensorFlow's on a tf.data
 service) and the user's `transform`. The file format and its checks are TensorFlow-free
 (`fast_tfds.cache.persistent`).
+
+With `augment=`, the cache is of pictures at the cache resolution, in a file that the Grain
+loader shares (`fast_tfds.augment.persisted`); `pictures_origin` names this read's side
+of its key.
 """
 
 from __future__ import annotations
@@ -17,9 +21,30 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from fast_tfds.augment import persisted as persisted_pictures
 from fast_tfds.cache import disk_rows, persistent, placement
 from fast_tfds.cache.tf_file_key import callable_identity
+from fast_tfds.core import dataset_hooks
 from fast_tfds.core.jpeg_blocks import DECODER_VERSION
+
+
+def pictures_origin(reading) -> persisted_pictures.Origin:
+    """What `reading`'s augmentation cache is made from, named as the loader names it: a
+    dataset hook's transform carries what its settings change; another transform (the
+    user's own) is keyed by its code, and so never shared with the loader."""
+    transform = reading.transform
+    if transform is None:
+        hook = {}
+    elif hasattr(transform, dataset_hooks.PERSIST_IDENTITY):
+        hook = getattr(transform, dataset_hooks.PERSIST_IDENTITY)
+    else:
+        hook = {"transform": callable_identity(transform)}
+    return persisted_pictures.Origin(
+        dataset=reading.builder.info.full_name,
+        split=reading.split,
+        shard_files=tuple(os.fspath(fi.filename) for fi in reading.instructions),
+        hook=hook,
+    )
 
 
 def arena_key(reading, specs: dict[str, tf.TensorSpec]) -> dict | None:

@@ -76,6 +76,11 @@ def _read_with_hook(
     if clash:
         asked = ", ".join(f"{key}={value!r}" for key, value in settings.items() if value)
         raise ValueError(f"{clash[0]}: {name} sets it itself for {asked}; pass one or the other")
+    if changes.get("transform") is not None:
+        # A persistent cache of augmented reads keys on what the settings change.
+        setattr(
+            changes["transform"], dataset_hooks.PERSIST_IDENTITY, hook.persist_identity(settings)
+        )
     ds = read_split(builder, split, **{**options, **changes})
     return hook.finish_dataset(ds, settings, as_supervised=as_supervised)
 

@@ -152,3 +152,36 @@ def test_checksums_do_not_depend_on_how_rows_are_grouped(columns):
     flipped = data.copy()
     flipped.reshape(-1).view(np.uint8)[5] ^= 0x10
     assert column_checksum(flipped) != column_checksum(data)
+
+
+def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
+    """`open_or_plan`: the layout is planned only when filling (here a byte column with a
+    row count of its own, beside per-example columns); a good file is served unplanned."""
+    key = {**KEY, "kind": "pictures"}
+    data = {"bytes": np.arange(1000, dtype=np.uint8) % 251, "label": np.arange(N, dtype=np.int64)}
+
+    def plan():
+        return N, {"bytes": ((), np.uint8, 1000), "label": ((), np.int64)}, False
+
+    opened = persistent.open_or_plan(tmp_path, key, plan, what="toy pictures")
+    fill = opened.allocate
+    arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
+    assert {k: a.shape for k, a in arrays.items()} == {"bytes": (1000,), "label": (N,)}
+    for k, a in arrays.items():
+        a[...] = data[k]
+    fill.complete(arrays)
+    fill.writing.join(timeout=60)
+    assert fill.persisted
+    header = read_header(os.open(opened.path, os.O_RDONLY))
+    assert {c.name: c.rows for c in header.layout.columns} == {"bytes": 1000, "label": N}
+
+    def never():
+        raise AssertionError("a good file is served without a plan")
+
+    got = persistent.open_or_plan(tmp_path, key, never, what="toy pictures").rows
+    for k, want in data.items():
+        np.testing.assert_array_equal(got[k], want)
+    # The arena's own opening of the same key compares columns: these are not its.
+    arena = persistent.open_or_fill(tmp_path, key, N, COLUMNS, what="toy train")
+    assert arena.rows is None
+    arena.allocate.close()

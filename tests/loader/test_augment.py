@@ -8,6 +8,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import re
 
 import grain
 import numpy as np
@@ -327,7 +328,7 @@ def test_stanford_dogs_crops_lie_within_the_box(stanford_array_record_dir):
                 np.testing.assert_array_equal(images, want)
 
 
-def test_bad_options_are_one_line(cats_array_record_dir):
+def test_bad_options_are_one_line(cats_array_record_dir, tmp_path):
     with pytest.raises(ValueError, match=r"^cache=True: needs num_workers=0 \(not 2\)"):
         cats_loader(cats_array_record_dir, cache=True, num_workers=2)
     with pytest.raises(ValueError, match=r"^augment='flip': must be a fast_tfds\.Augment"):
@@ -336,3 +337,90 @@ def test_bad_options_are_one_line(cats_array_record_dir):
         cats_loader(cats_array_record_dir, cache=1)
     with pytest.raises(ValueError, match=r"^cache_shorter_side=0: must be a positive integer"):
         cats_loader(cats_array_record_dir, cache_shorter_side=0)
+    with pytest.raises(ValueError, match=r"^persist=True: keeps the decoded cache \(cache=True\)"):
+        cats_loader(cats_array_record_dir, persist=True)
+    with pytest.raises(ValueError, match=r"^persist='yes': must be True or False"):
+        cats_loader(cats_array_record_dir, cache=True, persist="yes")
+    with pytest.raises(ValueError, match=r"^cache_dir='gs://b/c': must be a local folder"):
+        cats_loader(cats_array_record_dir, cache=True, cache_dir="gs://b/c")
+    # Worker processes map a complete file, and none fills one.
+    with pytest.raises(ValueError, match=r"^persist=True with worker processes: ") as err:
+        cats_loader(
+            cats_array_record_dir, cache=True, persist=True, num_workers=2, cache_dir=tmp_path
+        )
+    assert "is not there; workers only map a complete file" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_every_option_is_documented_on_the_class():
+    from fast_tfds.loader import LoaderOptions
+
+    # Attribute lines: "      name: ..." or "      name, other: ...".
+    documented = {
+        name.strip()
+        for names in re.findall(r"\n      ([a-z_, ]+):", LoaderOptions.__doc__)
+        for name in names.split(",")
+    }
+    missing = [f.name for f in dataclasses.fields(LoaderOptions) if f.name not in documented]
+    assert not missing, f"LoaderOptions' docstring lacks {missing}"
+
+
+def test_shards_persist_apart_and_each_serves_its_own_examples(
+    cats_array_record_dir, tmp_path, monkeypatch
+):
+    cache = tmp_path / "cache"
+    options = {"augment": Augment(), "cache": True, "persist": True, "cache_dir": cache}
+
+    def epoch(shard_index):
+        loader = cats_loader(
+            cats_array_record_dir, shard_index=shard_index, shard_count=2, **options
+        )
+        out = collections.Counter(
+            (digest(image), int(label))
+            for images, labels in loader
+            for image, label in zip(images, labels, strict=True)
+        )
+        if loader.cache.pictures.images.filled and loader.cache._filling is not None:
+            loader.cache._filling.writing.join(timeout=60)
+        return out
+
+    filled = [epoch(0), epoch(1)]
+    assert len(list(cache.glob("*.arena"))) == 2  # one file per shard: keys apart
+    calls = collections.Counter()
+    decode = jpeg_blocks.decode_resized_into
+
+    def counting(*args, **kwargs):
+        calls["decode"] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(jpeg_blocks, "decode_resized_into", counting)
+    served = [epoch(0), epoch(1)]  # from the files
+    assert calls["decode"] == 0
+    assert served == filled
+    assert sum(sum(c.values()) for c in served) == len(
+        stored_jpegs("cats_vs_dogs_fast", cats_array_record_dir)
+    )
+
+
+def test_targets_beyond_the_label_are_cached_in_memory_with_one_line(
+    stanford_array_record_dir, tmp_path, caplog
+):
+    loader = stanford_dogs_tfrecord.as_fast_loader(
+        "train",
+        data_dir=stanford_array_record_dir,
+        download_and_prepare=False,
+        batch_size=4,
+        seed=7,
+        num_threads=2,
+        with_boxes=True,
+        augment=Augment(),
+        cache=True,
+        persist=True,
+        cache_dir=tmp_path / "cache",
+    )
+    targets = [t for _, t in loader]
+    assert sum(len(t["label"]) for t in targets) == len(loader.source)
+    assert targets[0]["bbox"].shape[1:] == (16, 4)
+    said = [r.getMessage() for r in caplog.records if "persist=True" in r.getMessage()]
+    assert len(said) == 1 and "more than the label" in said[0], said
+    assert not (tmp_path / "cache").exists()

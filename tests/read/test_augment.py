@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -32,6 +34,7 @@ from tests.loader import conftest as loader_fixtures
 
 # The loader tests' ArrayRecord build (Stanford Dogs' TFRecord build is tests/conftest.py's).
 cats_array_record_dir = loader_fixtures.cats_array_record_dir
+stanford_array_record_dir = loader_fixtures.stanford_array_record_dir
 
 BATCH = 8
 JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
@@ -497,7 +500,7 @@ def test_float_supervised_output(cats_data_dir):
         ({"image_size": None}, r"^image_size=None: augment= crops and resizes"),
         ({"cache": "/tmp/x"}, r"^cache='/tmp/x': a file cache would freeze"),
         ({"service": "grpc://localhost:5000"}, r"^service='grpc://localhost:5000': augment="),
-        ({"persist": True}, r"^persist=True: the cache of augment="),
+        ({"persist": True, "cache": False}, r"^persist=True: keeps the in-memory cache"),
     ],
 )
 def test_bad_options_are_one_line(cats_data_dir, options, message):
@@ -532,3 +535,97 @@ def ds_cache(ds):
         seen.add(id(d))
         todo += [i for i in d._inputs() if id(i) not in seen]
     raise AssertionError("no cache")
+
+
+def test_persist_keeps_no_strings_says_so_once_and_caches_in_memory(
+    cats_data_dir, cats_split, tmp_path, caplog
+):
+    # as_supervised=False: the filenames are kept, and a persistent file holds numbers only.
+    ds = read(cats_data_dir, cache=True, persist=True, cache_dir=tmp_path / "cache")
+    epochs = [one_epoch(ds) for _ in range(2)]
+    said = [r.getMessage() for r in caplog.records if "persist=True" in r.getMessage()]
+    assert len(said) == 1 and "'image/filename' is not a fixed-size number" in said[0], said
+    assert not (tmp_path / "cache").exists()
+    reference = read(cats_data_dir, cache=True)
+    for epoch in epochs:
+        want = one_epoch(reference)
+        assert epoch.keys() == want.keys() and len(epoch) == len(cats_split)
+        for name, (label, image) in want.items():
+            assert epoch[name][0] == label
+            np.testing.assert_array_equal(epoch[name][1], image)
+
+
+def test_recipes_of_one_cache_resolution_share_a_persistent_file(
+    cats_data_dir, tmp_path, monkeypatch
+):
+    from fast_tfds.cache import persistent_listing
+
+    cache = tmp_path / "cache"
+    options = {"as_supervised": True, "cache": True, "persist": True, "cache_dir": cache}
+    for _ in read(cats_data_dir, augment=Augment(), **options):
+        pass
+    deadline = time.monotonic() + 120
+    while not [f for f in persistent_listing.find(cache) if f.kind == "pictures"]:
+        assert time.monotonic() < deadline, "the file was not written"
+        time.sleep(0.1)
+    calls = collections.Counter()
+    decode = jpeg_blocks.decode_resized_into
+
+    def counting(*args, **kwargs):
+        calls["decode"] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(jpeg_blocks, "decode_resized_into", counting)
+    # The eval recipe (center crop) and another seed: the same cached pictures.
+    served = read(cats_data_dir, augment=Augment.eval(), seed=SEED + 1, **options)
+    count = sum(int(images.shape[0]) for images, _ in served)
+    assert count == len(split_examples(cats_data_dir)) and calls["decode"] == 0
+    assert len(persistent_listing.find(cache)) == 1
+    # No crop: each picture at exactly the output size, another layout and another file.
+    for _ in read(cats_data_dir, augment=Augment(crop=None), **options):
+        pass
+    assert calls["decode"] > 0
+
+
+def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
+    stanford_tfrecord_dir, stanford_array_record_dir, tmp_path
+):
+    """The hook's setting is in the key, named the same by both back ends: their keys differ
+    only in the shard files (these two builds are in two folders) and nothing else."""
+    pytest.importorskip("grain")
+    import json
+
+    from fast_tfds.cache import persistent_listing
+    from fast_tfds.cache.persistent_format import read_header
+
+    common = {
+        "download_and_prepare": False,
+        "batch_size": 4,
+        "seed": 7,
+        "crop_to_box": True,
+        "augment": Augment(),
+        "cache": True,
+        "persist": True,
+    }
+    for _ in stanford_dogs_tfrecord.as_fast_dataset(
+        "train", data_dir=stanford_tfrecord_dir, cache_dir=tmp_path / "tf", **common
+    ):
+        pass
+    for _ in stanford_dogs_tfrecord.as_fast_loader(
+        "train", data_dir=stanford_array_record_dir, cache_dir=tmp_path / "grain", **common
+    ):
+        pass
+    keys = []
+    for folder in ("tf", "grain"):
+        deadline = time.monotonic() + 120
+        while not (found := persistent_listing.find(tmp_path / folder)) or found[0].problem:
+            assert time.monotonic() < deadline, "the file was not written"
+            time.sleep(0.1)
+        fd = os.open(found[0].path, os.O_RDONLY)
+        keys.append(read_header(fd).layout.key)
+        os.close(fd)
+    tf_key, grain_key = keys
+    assert tf_key["hook"] == grain_key["hook"] == {"crop_to_box": True}
+    assert {k: v for k, v in tf_key.items() if k != "shards"} == {
+        k: v for k, v in grain_key.items() if k != "shards"
+    }, json.dumps([tf_key, grain_key])

@@ -1,0 +1,311 @@
+"""`persist=True` for the augmentation cache, in both back ends: the pictures at the cache
+resolution and each example's kept features (its label) in one persistent file
+(`fast_tfds.cache.persistent`), written once and mapped by every later and concurrent
+run, of either back end, which then serves from its first epoch.
+
+The file's columns:
+
+    pictures           uint8, the ragged buffer (`ragged.RaggedImages`), one row per byte
+    reference_heights  int64 per slot: the size windows are drawn in (stored picture,
+    reference_widths   or the hook's window of it), so a served run needs no header pass
+    feature/<name>     one row per slot, each kept feature (fixed shape, numeric)
+
+The key is the same from the tf.data reader and the Grain loader for the same read
+(`key`): what the pixels and features are made from, never the augmentation (the
+cache holds unaugmented pictures, so a train and an eval recipe of one cache
+resolution share a file). The two back ends read different shard files (TFRecord and
+ArrayRecord files of one build), so the key fingerprints every shard file of the split
+in the version folder, in every format; a slot holds the same example in both. No
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from absl import logging
+
+from fast_tfds.augment import cached
+from fast_tfds.cache import disk_rows, persistent, placement
+from fast_tfds.core import jpeg_blocks
+
+KIND = "pictures"
+PICTURES, HEIGHTS, WIDTHS, FEATURE = (
+    "pictures",
+    "reference_heights",
+    "reference_widths",
+    "feature/",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """What a read's cache is made from, as both back ends name it.
+
+    Attributes:
+      dataset: the full name, name/config/version.
+      split: the split or slice as asked ('train[:80%]'); slots are numbered in it.
+      shard_files: the split's shard files as one back end reads them (TFRecord or
+        ArrayRecord): their folder and names lead to the files of every format.
+      hook: what the dataset's hook changes in pixels or targets
+        (`DatasetHook.persist_identity`), {} for nothing; None: the targets are more
+        than the label, which a persistent file does not keep.
+    """
+
+    dataset: str
+    split: str
+    shard_files: tuple[str, ...]
+    hook: dict | None
+
+
+def example_ranges(index) -> list[list[int]]:
+    """The slot -> example mapping `index` as [start, stop, step] runs: [[0, n, 1]] for a
+    whole split, [[k, k + m * c, c]] for every c-th example from k; the same list for the
+    same mapping whichever back end made it."""
+    index = np.asarray(index, np.int64).reshape(-1)
+    steps = np.diff(index)
+    changes = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # where a new step begins
+    runs, i, n = [], 0, len(index)
+    while i < n:
+        if i == n - 1:
+            runs.append([int(index[i]), int(index[i]) + 1, 1])
+            break
+        step = int(steps[i])
+        k = np.searchsorted(changes, i, side="right")
+        last = int(changes[k]) if k < len(changes) else n - 1
+        runs.append([int(index[i]), int(index[last]) + step, step])
+        i = last + 1
+    return runs
+
+
+def split_files(shard_files: Sequence[str]) -> list[list] | None:
+    """[[path, size, mtime_ns]] of every file of the split(s) of `shard_files` in their
+    folder, in every format (`<dataset>-<split>.<format>-<shard>`); None when one is not
+    a local file."""
+    found: set[str] = set()
+    for filename in shard_files:
+        filename = os.fspath(filename)
+        if "://" in filename:
+            return None
+        folder, name = os.path.split(filename)
+        stem = name.split(".", 1)[0] + "."
+        try:
+            found.update(
+                os.path.join(folder, entry.name)
+                for entry in os.scandir(folder or ".")
+                if entry.name.startswith(stem) and entry.is_file()
+            )
+        except OSError:
+            return None
+    return persistent.shard_fingerprint(sorted(found)) if found else None
+
+
+def not_kept(features: dict[str, tuple]) -> str | None:
+    """Why `features` ({name: (shape, dtype)}) cannot go in a persistent file, or None."""
+    for name, (shape, dtype) in sorted(features.items()):
+        if np.dtype(dtype).kind not in "biuf" or None in tuple(shape):
+            return f"{name!r} is not a fixed-size number"
+    return None
+
+
+def key(
+    origin: Origin,
+    slot_examples,
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+    features: dict[str, tuple],
+) -> dict | None:
+    """The file's key, or None when its shard files are not local (one log line).
+
+    `shorter_side` None is the layout without a crop (each picture exactly the output
+    size), which no crop shares; any crop of one cache resolution shares one file.
+    The decoder's version is read when called: a new decoder never serves old pixels.
+    """
+    shards = split_files(origin.shard_files)
+    if shards is None:
+        logging.warning(
+            "fast_tfds: persist=True: the shard files of %s are not local files (%s), so a "
+            "persistent cache could not tell when they change: caching in memory only.",
+            origin.dataset,
+            origin.shard_files[0] if origin.shard_files else "none found",
+        )
+        return None
+    return {
+        "kind": KIND,
+        "dataset": origin.dataset,
+        "split": origin.split,
+        "examples": example_ranges(slot_examples),
+        "shards": shards,
+        "image_size": [int(s) for s in output_size],
+        "shorter_side": None if shorter_side is None else int(shorter_side),
+        "features": {
+            name: [[int(s) for s in shape], np.dtype(dtype).str]
+            for name, (shape, dtype) in sorted(features.items())
+        },
+        "hook": origin.hook,
+        "decoder": f"fast_tfds.core.jpeg_blocks {jpeg_blocks.DECODER_VERSION}",
+    }
+
+
+@dataclasses.dataclass
+class Stored:
+    """The pictures and per-slot features of a persistent file: served (`filling` None,
+    every picture written) or being filled, with `filling.filled(buffer)` to call once
+    every picture is written."""
+
+    pictures: cached.PictureCache
+    features: dict[str, np.ndarray]
+    filling: Any
+    path: Path
+
+
+def open_pictures(
+    origin: Origin,
+    slot_examples,
+    *,
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+    features: dict[str, tuple],
+    sizes: Callable[[], tuple[np.ndarray, np.ndarray]],
+    folder: str | os.PathLike | None,
+    budget: int | None,
+    what: str,
+) -> Stored | None:
+    """The cache of `slot_examples` from its persistent file in `folder`, or a new file to
+    fill; None when this run caches as without persist (one log line said why: strings
+    or nested targets, shards not local, another process filling, a read-only folder).
+
+    `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
+    `folder` None: the default cache folder (`disk_rows.default_folder`).
+    """
+    if origin.hook is None:
+        logging.warning(
+            "fast_tfds: persist=True: the targets of %s are more than the label, which a "
+            "persistent cache does not keep: caching %s in memory for this run only.",
+            what,
+            what,
+        )
+        return None
+    reason = not_kept(features)
+    if reason is not None:
+        logging.warning(
+            "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
+            "persistent cache: cached in memory for this run only (as_supervised=True "
+            "keeps only the label).",
+            reason,
+            what,
+        )
+        return None
+    made = key(origin, slot_examples, output_size, shorter_side, features)
+    if made is None:
+        return None
+    n = len(np.asarray(slot_examples).reshape(-1))
+    planned: dict[str, np.ndarray] = {}
+
+    def plan():
+        heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
+        nbytes = cached.cache_bytes(heights, widths, output_size, shorter_side)
+        columns = {
+            PICTURES: ((), np.uint8, nbytes),
+            HEIGHTS: ((), np.int64),
+            WIDTHS: ((), np.int64),
+            **{FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()},
+        }
+        need = nbytes + n * sum(
+            int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            for shape, dtype in features.values()
+        )
+        planned.update(heights=heights, widths=widths)
+        return n, columns, not placement.fits_in_memory(need, budget)
+
+    folder = disk_rows.default_folder() if folder is None else folder
+    opened = persistent.open_or_plan(folder, made, plan, what=what)
+    if opened.rows is not None:
+        return _served(opened.rows, output_size, shorter_side, features, opened.path)
+    if opened.allocate is None:
+        return None
+    fill = opened.allocate
+    arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
+    arrays[HEIGHTS][...] = planned["heights"]
+    arrays[WIDTHS][...] = planned["widths"]
+    pictures = cached.PictureCache(
+        planned["heights"],
+        planned["widths"],
+        output_size,
+        shorter_side,
+        lambda _shape, _dtype: arrays[PICTURES],
+    )
+    kept = {k: arrays[FEATURE + k] for k in features}
+    return Stored(pictures, kept, _Completion(fill, arrays, pictures, kept), opened.path)
+
+
+def serve_pictures(
+    origin: Origin,
+    slot_examples,
+    *,
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+    features: dict[str, tuple],
+    folder: str | os.PathLike,
+) -> tuple[Stored | None, str]:
+    """The cache of `slot_examples` from its complete persistent file, never a fill (for a
+    process that only reads): (stored, ""), or (None, why not, in a few words)."""
+    if origin.hook is None:
+        return None, "cannot hold targets beyond the label"
+    reason = not_kept(features)
+    if reason is not None:
+        return None, f"cannot hold these features ({reason})"
+    made = key(origin, slot_examples, output_size, shorter_side, features)
+    if made is None:
+        return None, "cannot be keyed (the shard files are not local)"
+    rows, why = persistent.open_served(folder, made)
+    if rows is None:
+        return None, f"{persistent.file_name(made)} {why}"
+    return _served(
+        rows, output_size, shorter_side, features, Path(folder) / persistent.file_name(made)
+    ), ""
+
+
+def _served(rows, output_size, shorter_side, features, path) -> Stored:
+    pictures = cached.PictureCache(
+        rows[HEIGHTS], rows[WIDTHS], output_size, shorter_side, filled=rows[PICTURES]
+    )
+    return Stored(pictures, {k: rows[FEATURE + k] for k in features}, None, path)
+
+
+class _Completion:
+    """What a cache being filled calls `filled(buffer)` on once every picture is written
+    (as it does rows on disk): the file is then written out, checked and made the
+    persistent cache in a thread of its own (`FileFill.complete`), and this process
+    serves from its mapping afterwards, so that it too shares the page cache's copy."""
+
+    def __init__(self, fill, arrays, pictures: cached.PictureCache, features: dict):
+        self.fill, self.arrays = fill, arrays
+        self.pictures, self.features = pictures, features
+
+    def __call__(self, shape, dtype) -> np.ndarray:
+        raise TypeError("a persistent picture cache allocates its columns at once")
+
+    def filled(self, _buffer) -> None:
+        self.fill.complete(self.arrays, self._replace)
+
+    @property
+    def writing(self):
+        """The thread writing the file out, once filled (None before)."""
+        return self.fill.writing
+
+    def _replace(self, old: dict, new: dict) -> bool:
+        if old is not self.arrays:
+            return False
+        # The same bytes, now from the file: each swap is one reference, atomic for
+        # the threads that serve meanwhile.
+        self.pictures.images.buffer = new[PICTURES]
+        for name in self.features:
+            self.features[name] = new[FEATURE + name]
+        self.arrays = new  # The filled memory goes with its last batch.
+        return True
