@@ -1,6 +1,6 @@
 """The persistent arena (`persist=True`) against the memory arena, in fresh processes.
 
-    python -m benchmarks.persist --images-per-class 300 --rounds 3
+    python -m benchmarks.persist --images-per-class 300 --rounds 3 [--warm-up] [--augment]
 
 Each round, in this order, each in a process of its own (config 224, uint8, batch 64):
 - `memory`: today's memory arena, 3 epochs: epoch 1 is its fill, epochs 2-3 its served rate;
@@ -10,6 +10,10 @@ Then 4 processes serve from the file at once; each one's proportional set size (
 the file's mapping is read from /proc/PID/smaps when all four have read an epoch, and
 summed: the page cache holds one copy for all of them, so the sum stays near one copy.
 Each process's whole PSS (TensorFlow included) is printed beside it.
+
+With --augment, every process reads config `original` at 224 with `augment=Augment()`
+(random-resized crop + flip): the caches are the training recipe's picture caches (the
+pictures at their cache resolution), and one copy is the picture file's size.
 
 With --warm-up, every process first runs a tiny tf.data pipeline, so that TensorFlow's
 one-time costs of a process's first pipeline are not counted in anyone's epoch 1.
@@ -40,7 +44,7 @@ _READER = textwrap.dedent(
     import json, pathlib, sys, time
     import tensorflow as tf
     import cats_vs_dogs_fast
-    data_dir, cache_dir, persist, epochs, hold, warm = sys.argv[1:7]
+    data_dir, cache_dir, persist, epochs, hold, warm, augment = sys.argv[1:8]
     if warm == "1":
         # TensorFlow's one-time costs of a process's first pipeline (thread pools, the
         # first numpy_function), paid before any epoch is timed, in every process alike.
@@ -50,9 +54,15 @@ _READER = textwrap.dedent(
         for _ in range(2):
             for _ in w:
                 pass
+    recipe = {}
+    if augment == "1":
+        # Issue 23's training recipe: pictures cached at the cache resolution, a new
+        # random-resized crop + flip every epoch.
+        import fast_tfds
+        recipe = dict(config="original", image_size=224, augment=fast_tfds.Augment(), seed=0)
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, download_and_prepare=False, batch_size=BATCH_SIZE,
-        dtype=tf.uint8, cache_dir=cache_dir, persist=persist == "1")
+        dtype=tf.uint8, cache_dir=cache_dir, persist=persist == "1", **recipe)
     for epoch in range(int(epochs)):
         start, n = time.perf_counter(), 0
         for images, labels in ds:
@@ -81,6 +91,7 @@ def env() -> dict:
 
 
 WARM = ["0"]  # "1": every process warms TensorFlow up before its first timed epoch
+AUGMENT = ["0"]  # "1": the training recipe's picture cache (`--augment`)
 
 
 def reader(data_dir, cache, persist: bool, epochs: int) -> list[float]:
@@ -88,7 +99,7 @@ def reader(data_dir, cache, persist: bool, epochs: int) -> list[float]:
     rate counting the time until the file was in place (written out after epoch 1)."""
     command = [sys.executable, "-c", _READER, str(data_dir), str(cache), str(int(persist))]
     done = subprocess.run(
-        [*command, str(epochs), "0", WARM[0]],
+        [*command, str(epochs), "0", WARM[0], AUGMENT[0]],
         capture_output=True,
         text=True,
         env=env(),
@@ -125,6 +136,7 @@ def pss_kib(pid: int, path: Path | None = None) -> int:
 
 def concurrent_readers(data_dir, cache, arena: Path, count: int = 4) -> dict:
     command = [sys.executable, "-c", _READER, str(data_dir), str(cache), "1", "1", "1", WARM[0]]
+    command.append(AUGMENT[0])
     children = [
         subprocess.Popen(
             command,
@@ -162,8 +174,15 @@ def main(argv=None) -> None:
         action="store_true",
         help="each process runs a tiny tf.data pipeline before its first timed epoch",
     )
+    parser.add_argument(
+        "--augment",
+        action="store_true",
+        help="config original read at 224 with augment=Augment() (random-resized crop + "
+        "flip): the picture cache at its cache resolution instead of the 224 arena",
+    )
     args = parser.parse_args(argv)
     WARM[0] = "1" if args.warm_up else "0"
+    AUGMENT[0] = "1" if args.augment else "0"
     data_dir = sample_data_dir("cats_vs_dogs_fast", Path(args.workdir), args.images_per_class)
     memory, fill, second = [], [], []
     scratch = Path(tempfile.mkdtemp(prefix="persist-bench-"))
@@ -180,6 +199,7 @@ def main(argv=None) -> None:
                 flush=True,
             )
         (arena,) = (scratch / f"round{args.rounds - 1}").glob("*.arena")
+        arena_file_kib = arena.stat().st_size // 1024
         shared = concurrent_readers(data_dir, arena.parent, arena)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -188,12 +208,13 @@ def main(argv=None) -> None:
         return statistics.median(r[epoch] for r in runs)
 
     arena_kib = sum(shared["mapped_kib"])
-    arena_size_kib = _data_kib(data_dir)
+    arena_size_kib = arena_file_kib if args.augment else _data_kib(data_dir)
     warm = ", TensorFlow warmed up first" if args.warm_up else ""
-    print(f"\n{args.rounds} rounds, medians, examples/s (config 224, uint8, batch {BATCH}{warm}):")
-    print(f"  memory arena fill (epoch 1)          {median(memory, 0):>9,.0f}")
+    what = "original at 224, augment=Augment()" if args.augment else "config 224"
+    print(f"\n{args.rounds} rounds, medians, examples/s ({what}, uint8, batch {BATCH}{warm}):")
+    print(f"  memory cache fill (epoch 1)          {median(memory, 0):>9,.0f}")
     served = f"{median(memory, 1):>9,.0f} {median(memory, 2):>9,.0f}"
-    print(f"  memory arena served (epoch 2, 3)     {served}")
+    print(f"  memory cache served (epoch 2, 3)     {served}")
     print(f"  persist fill (epoch 1, first process){median(fill, 0):>9,.0f}")
     print(f"  ... counting until the file is in place{median(fill, 1):>7,.0f}")
     served = f"{median(second, 0):>9,.0f} {median(second, 1):>9,.0f}"
@@ -205,7 +226,7 @@ def main(argv=None) -> None:
     )
     for epoch in (1, 2):
         ratio = median(second, 0) / median(memory, epoch)
-        print(f"  second process epoch 1 / memory arena epoch {epoch + 1} = {ratio:.2f}x")
+        print(f"  second process epoch 1 / memory cache epoch {epoch + 1} = {ratio:.2f}x")
     print(
         f"  4 readers: PSS of the file's mapping {shared['mapped_kib']} KiB, sum {arena_kib:,} "
         f"KiB = {arena_kib / arena_size_kib:.2f}x one copy ({arena_size_kib:,} KiB); whole "
