@@ -21,7 +21,11 @@ def repeat_epochs(ds: tf.data.Dataset, reading: Reading) -> tf.data.Dataset:
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))
     tf_options = tf.data.Options()
     tf_options.deterministic = reading.order.deterministic
-    tf_options.autotune.enabled = True
+    # tf.data's autotuning off: every AUTOTUNE map then runs one call per core, and
+    # prefetch keeps its own buffer tuning. With it on, whole epochs of our pipelines
+    # (and TensorFlow's own decode pipelines) ran on one core, at half the rate on
+    # two, whatever parallelism the decoding map was given (docs/design.md).
+    tf_options.autotune.enabled = False
     return ds.with_options(tf_options)
 
 

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import stanford_dogs_tfrecord
+from fast_tfds.augment.spec import Augment
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.split_reading import Reading
@@ -202,3 +203,15 @@ def test_stanford_dogs_examples_keep_their_labels_filenames_and_boxes(
             "crops": ("digest", "label"),
         }[mode.split(",")[0]]
     )
+
+
+@pytest.mark.parametrize("options", [{}, {"cache": False}, {"augment": Augment(), "seed": 0}])
+def test_autotuning_is_off_and_stays_so_for_maps_added_after(cats_data_dir, options):
+    # docs/reading.md: with it on, whole epochs of the decoding pipelines ran on one core.
+    ds = read(cats_data_dir, **options)
+    assert ds.options().autotune.enabled is False
+    added = ds.map(lambda images, labels: (images, labels), tf.data.AUTOTUNE)
+    assert added.options().autotune.enabled is False
+    on = tf.data.Options()
+    on.autotune.enabled = True
+    assert ds.with_options(on).options().autotune.enabled is True  # as the docs show
