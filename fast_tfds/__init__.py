@@ -27,6 +27,7 @@ _EXPORTS = {
     "load_builder": "fast_tfds.core.builder_lookup",
     "as_fast_loader": "fast_tfds.loader",
     "Augment": "fast_tfds.augment.spec",
+    "ProgressiveResize": "fast_tfds.augment.progressive",
     "ReadOptions": "fast_tfds.read.options",
     "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",
     "decode_jpeg_block_into": "fast_tfds.core.jpeg_blocks",

@@ -84,7 +84,7 @@ class PictureCache:
         """Batch `out[i]` from cache slot `slots[i]`, augmented as example `indices[i]`
         of `epoch` (every slot must be written)."""
         slots = np.asarray(slots, np.int64).reshape(-1)
-        drawn = self.windows(slots, augment, seed, epoch, indices)
+        drawn = self.windows(slots, augment, seed, epoch, indices, out.shape[1:3])
         layout = self.images.layout
         kernels.apply_into(
             [self.images.image(int(s)) for s in slots],
@@ -96,8 +96,11 @@ class PictureCache:
         )
         return out
 
-    def windows(self, slots, augment: Augment | None, seed: int, epoch: int, indices):
-        """The windows of `slots` (drawn as examples `indices`), in reference pixels."""
+    def windows(
+        self, slots, augment: Augment | None, seed: int, epoch: int, indices, output_size=None
+    ):
+        """The windows of `slots` (drawn as examples `indices`) for batches of
+        `output_size` (default: the cache's), in reference pixels."""
         slots = np.asarray(slots, np.int64).reshape(-1)
         return windows.sample(
             augment or NO_AUGMENT,
@@ -106,7 +109,7 @@ class PictureCache:
             indices,
             self.reference_heights[slots],
             self.reference_widths[slots],
-            self.output_size,
+            self.output_size if output_size is None else tuple(output_size),
         )
 
 

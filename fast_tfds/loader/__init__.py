@@ -20,6 +20,7 @@ import os  # noqa: E402
 
 import tensorflow_datasets as tfds  # noqa: E402
 
+from fast_tfds.augment import progressive  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import load_builder  # noqa: E402
 from fast_tfds.loader.array_records import (  # noqa: E402
@@ -84,7 +85,8 @@ def as_fast_loader(
     )
     source = split_source(builder, split)
     hook.check(builder.info.features, settings)
-    size = sizes.output_size(source.stored_size, options.image_size, dataset=source.dataset)
+    largest = progressive.largest(options.image_size)  # a ProgressiveResize's largest
+    size = sizes.output_size(source.stored_size, largest, dataset=source.dataset)
     decode = DecodeExample(image_size=size, parts=hook.example_parts(settings))
     return FastLoader(source, decode, options, persist_identity=hook.persist_identity(settings))
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from fast_tfds.augment import cached, kernels, persisted, windows
+from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.loader.examples import DecodeExample, stored_size
@@ -163,6 +164,7 @@ class AugmentedBatches:
     augment: Augment | None
     seed: int
     cache: LoaderCache | None = None
+    sizes: ProgressiveResize | None = None  # each epoch's size, else decode.image_size
 
     def __call__(self, elements: Sequence[tuple[int, int, Any]]):
         epochs = {int(epoch) for epoch, _, _ in elements}
@@ -170,7 +172,8 @@ class AugmentedBatches:
             raise RuntimeError(f"a batch spans epochs {sorted(epochs)}")
         (epoch,) = epochs
         indices = np.array([index for _, index, _ in elements], np.int64)
-        out = np.empty((len(elements), *self.decode.image_size, 3), np.uint8)
+        size = self.decode.image_size if self.sizes is None else self.sizes.size(epoch)
+        out = np.empty((len(elements), *size, 3), np.uint8)
         if self.cache is None:
             targets = self._decode_into(epoch, indices, [r for _, _, r in elements], out)
         else:
@@ -187,7 +190,7 @@ class AugmentedBatches:
             indices,
             boxes[:, 2],
             boxes[:, 3],
-            self.decode.image_size,
+            out.shape[1:3],
         )
         jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
         for i, (jpeg, _, _) in enumerate(parsed):

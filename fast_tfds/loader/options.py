@@ -14,6 +14,7 @@ import dataclasses
 import os
 from typing import Any
 
+from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
     SEED_LIMIT,
@@ -33,7 +34,8 @@ class LoaderOptions:
     Attributes:
       batch_size: examples per batch.
       image_size: int or (height, width) every image is resized to, only when
-        its size differs; None keeps the stored size (the '224' config).
+        its size differs; None keeps the stored size (the '224' config). With
+        `augment` cropping, a `ProgressiveResize` gives each epoch its own size.
       shuffle, seed: a new permutation of the shard every epoch; with a seed the
         orders repeat from run to run (without one a seed is drawn, and kept in
         the iterator's state).
@@ -101,7 +103,10 @@ class LoaderOptions:
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size, optional=False)
-        check_image_size(self.image_size)
+        if isinstance(self.image_size, ProgressiveResize):
+            check_progressive(self.image_size, self.augment, caller="as_fast_loader")
+        else:
+            check_image_size(self.image_size)
         check_bool("shuffle", self.shuffle)
         check_seed(self.seed, limit=SEED_LIMIT)
         check_int("num_epochs", self.num_epochs, optional=True)

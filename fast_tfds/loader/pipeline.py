@@ -37,6 +37,7 @@ import numpy as np
 
 from fast_tfds.augment import cached, ragged
 from fast_tfds.augment import persisted as stored_pictures
+from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.cache import disk_rows, placement
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.loader import augmented
@@ -100,8 +101,13 @@ class FastLoader:
         self.cache = self._make_cache()
         self.batches = None
         if options.augment is not None or options.cache:
+            schedule = options.image_size
             self.batches = augmented.AugmentedBatches(
-                decode, options.augment, self.seed, self.cache
+                decode,
+                options.augment,
+                self.seed,
+                self.cache,
+                schedule if isinstance(schedule, ProgressiveResize) else None,
             )
         self.next_epoch = 0  # The epoch the next iter() starts with.
         self._epoch = self._one_epoch()

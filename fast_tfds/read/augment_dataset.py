@@ -69,7 +69,24 @@ class EpochCounter:
 
 
 def output_size(reading: Reading) -> tuple[int, int]:
+    """The output size; with a `ProgressiveResize`, its largest (the cache's layout)."""
     return tuple(as_hw(reading.image_size))
+
+
+def epoch_sizes(reading: Reading) -> Callable[[int], tuple[int, int]]:
+    """fn(epoch) -> that epoch's output size (one size unless progressive)."""
+    if reading.size_schedule is not None:
+        return reading.size_schedule.size
+    size = output_size(reading)
+    return lambda _epoch: size
+
+
+def image_shape(reading: Reading) -> list:
+    """The static shape of a block of images: height and width unknown when they
+    change from epoch to epoch."""
+    if reading.size_schedule is not None:
+        return [None, None, None, 3]
+    return [None, *output_size(reading), 3]
 
 
 def block_size(reading: Reading) -> int:
@@ -166,11 +183,12 @@ class CroppedDecoder:
 
     augment: Augment
     seed: int
-    size: tuple[int, int]
+    sizes: Callable[[int], tuple[int, int]]  # epoch -> output size
 
     def __call__(self, epoch, indices, jpegs, boxes) -> np.ndarray:
         n = len(jpegs)
-        out = aligned.empty((n, *self.size, 3))
+        size = self.sizes(int(epoch))
+        out = aligned.empty((n, *size, 3))
         # Reference boxes (top, left, height, width) in the stored pictures: the hook's
         # windows, else the whole pictures, from their headers; then the block's windows
         # in one vectorized draw (a draw per picture costs a quarter of its decode).
@@ -184,7 +202,7 @@ class CroppedDecoder:
             except (OSError, ValueError) as err:
                 raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
         drawn = windows.sample(
-            self.augment, self.seed, int(epoch), indices, refs[:, 2], refs[:, 3], self.size
+            self.augment, self.seed, int(epoch), indices, refs[:, 2], refs[:, 3], size
         )
         jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
         for i, data in enumerate(jpegs):
@@ -200,8 +218,8 @@ class CroppedDecoder:
 
 def stream(reading: Reading) -> tf.data.Dataset:
     """Every epoch: records shuffled ─ blocks parsed ─ cropped decode ─ output."""
-    decode = CroppedDecoder(reading.augment, reading.augment_seed, output_size(reading))
-    shape = [None, *output_size(reading), 3]
+    decode = CroppedDecoder(reading.augment, reading.augment_seed, epoch_sizes(reading))
+    shape = image_shape(reading)
     counter = EpochCounter()
     drop = reading.batching.drop_remainder and reading.batching.batch_size is not None
 
@@ -266,8 +284,10 @@ class AugmentCache:
         seed: int,
         allocate,
         kept: dict[str, np.ndarray] | None = None,
+        sizes: Callable[[int], tuple[int, int]] | None = None,
     ):
-        """`kept`: the features' rows, if they come from elsewhere (a persistent file)."""
+        """`kept`: the features' rows, if they come from elsewhere (a persistent file);
+        `sizes`: epoch -> output size, if not always the pictures' `output_size`."""
         self.pictures = pictures
         self.slots = slots
         self.keys = sorted(features)
@@ -279,6 +299,7 @@ class AugmentCache:
                 for k, spec in features.items()
             }
         self.augment, self.seed = augment, seed
+        self.sizes = sizes or (lambda _epoch: pictures.output_size)
         self.num_threads = len(os.sched_getaffinity(0))
         self._allocate = allocate
         self._lock = threading.Lock()
@@ -323,7 +344,7 @@ class AugmentCache:
         return [images, *(self.features[k][slots] for k in self.keys)]
 
     def _serve_into(self, epoch, slots, indices) -> np.ndarray:
-        out = aligned.empty((len(slots), *self.pictures.output_size, 3))
+        out = aligned.empty((len(slots), *self.sizes(int(epoch)), 3))
         return self.pictures.serve_into(
             slots, self.augment, self.seed, int(epoch), indices, out, num_threads=self.num_threads
         )
@@ -445,6 +466,7 @@ def make_cache(reading: Reading) -> AugmentCache:
                 reading.augment_seed,
                 stored.filling,
                 stored.features,
+                epoch_sizes(reading),
             )
     heights, widths = sizes()
     cache_h, cache_w = (
@@ -460,7 +482,16 @@ def make_cache(reading: Reading) -> AugmentCache:
         cache_dir=reading.cache.folder,
     )
     pictures = cached.PictureCache(heights, widths, size, shorter_side, allocate)
-    return AugmentCache(pictures, slots, features, augment, reading.augment_seed, allocate)
+    return AugmentCache(
+        pictures,
+        slots,
+        features,
+        augment,
+        reading.augment_seed,
+        allocate,
+        None,
+        epoch_sizes(reading),
+    )
 
 
 def cached_batches(reading: Reading) -> tf.data.Dataset:
@@ -469,7 +500,7 @@ def cached_batches(reading: Reading) -> tf.data.Dataset:
     cache = make_cache(reading)
     key, keys = cache.key, cache.keys
     specs = cache.specs
-    size = output_size(reading)
+    shape = image_shape(reading)
     n, block = len(cache.slots.index), block_size(reading)
     seed = reading.augment_seed
 
@@ -488,7 +519,7 @@ def cached_batches(reading: Reading) -> tf.data.Dataset:
                 tf.uint8,
                 stateful=True,
             )
-            batch["image"] = tf.ensure_shape(images, [None, *size, 3])
+            batch["image"] = tf.ensure_shape(images, shape)
             return batch
 
         ds = ds.map(run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
@@ -513,7 +544,7 @@ def cached_batches(reading: Reading) -> tf.data.Dataset:
                 [tf.uint8, *(specs[k].dtype for k in keys)],
                 stateful=True,
             )
-            batch = {"image": tf.ensure_shape(served[0], [None, *size, 3])}
+            batch = {"image": tf.ensure_shape(served[0], shape)}
             for k, values in zip(keys, served[1:], strict=True):
                 batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
             return batch

@@ -16,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
     check_batch_size,
@@ -88,7 +89,8 @@ class ReadOptions:
         than a full decode, and resized (close to `tf.image.resize(antialias=True)`;
         see docs/reading.md); stored images already at the size keep TensorFlow's
         exact pixels. None keeps stored sizes (then batching needs a fixed-size
-        config such as '224').
+        config such as '224'). With `augment` cropping, a `ProgressiveResize` gives
+        each epoch its own size (small first, growing), cut from the same cache.
       cache: True caches decoded uint8 images in memory: fixed-size examples in one
         arena per split that epoch 1 fills, served in a new global order every epoch
         (see `fast_tfds.cache.arena`), others with `Dataset.cache()`. A path caches
@@ -192,7 +194,10 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size)
-        check_image_size(self.image_size)
+        if isinstance(self.image_size, ProgressiveResize):
+            check_progressive(self.image_size, self.augment, caller="as_fast_dataset")
+        else:
+            check_image_size(self.image_size)
         _check_cache(self.cache)
         check_int("cache_budget", self.cache_budget, optional=True)
         check_cache_dir(self.cache_dir)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds.augment import progressive
+from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
 from fast_tfds.core.options import SEED_LIMIT
@@ -51,6 +53,8 @@ class Reading:
     augment: Augment | None = None
     augment_seed: int = 0  # The seed's value, or one drawn: windows differ every epoch.
     cache_shorter_side: int | None = None
+    # image_size=ProgressiveResize(...): each epoch's size (image_size is its largest).
+    size_schedule: ProgressiveResize | None = None
 
     @classmethod
     def start(cls, builder, split: str, opts: ReadOptions) -> Reading:
@@ -77,7 +81,7 @@ class Reading:
             order=opts.order,
             batching=opts.batching,
             cache=opts.cache_choice,
-            image_size=opts.image_size,
+            image_size=progressive.largest(opts.image_size),
             transform=opts.transform,
             keys=keys,
             output_fn=make_output_fn(opts.dtype, opts.as_supervised, supervised_keys),
@@ -92,6 +96,9 @@ class Reading:
                 else opts.seed or 0
             ),
             cache_shorter_side=opts.cache_shorter_side,
+            size_schedule=(
+                opts.image_size if isinstance(opts.image_size, ProgressiveResize) else None
+            ),
         )
 
     @property

@@ -23,7 +23,7 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
-from fast_tfds import Augment
+from fast_tfds import Augment, ProgressiveResize
 from fast_tfds.augment import kernels, ragged, windows
 from fast_tfds.cache import disk_rows
 from fast_tfds.core import jpeg_blocks
@@ -38,6 +38,8 @@ stanford_array_record_dir = loader_fixtures.stanford_array_record_dir
 
 BATCH = 8
 JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
+# Epochs 0, 1, 2, 3...: 96, 128, 160, 160 px.
+PROGRESSIVE = ProgressiveResize(start=96, end=160, start_epoch=0, end_epoch=2, step=32)
 SEED = 3
 
 
@@ -339,7 +341,14 @@ def test_center_crop_matches_resize_then_central_crop(cats_data_dir):
 
 @pytest.mark.parametrize(
     "config, image_size, cache",
-    [("224", 224, False), ("224", 224, True), ("original", 96, False), ("original", 96, True)],
+    [
+        ("224", 224, False),
+        ("224", 224, True),
+        ("original", 96, False),
+        ("original", 96, True),
+        ("original", PROGRESSIVE, False),
+        ("original", PROGRESSIVE, True),
+    ],
 )
 def test_the_same_pixels_as_the_grain_loader(
     cats_data_dir,
@@ -501,12 +510,38 @@ def test_float_supervised_output(cats_data_dir):
         ({"cache": "/tmp/x"}, r"^cache='/tmp/x': a file cache would freeze"),
         ({"service": "grpc://localhost:5000"}, r"^service='grpc://localhost:5000': augment="),
         ({"persist": True, "cache": False}, r"^persist=True: keeps the in-memory cache"),
+        (
+            {"image_size": PROGRESSIVE, "augment": None},
+            r"^as_fast_dataset\(image_size=ProgressiveResize\(.*needs augment= with a crop",
+        ),
+        (
+            {"image_size": PROGRESSIVE, "augment": Augment(crop=None)},
+            r"needs augment= with a crop",
+        ),
     ],
 )
 def test_bad_options_are_one_line(cats_data_dir, options, message):
     with pytest.raises(ValueError, match=message) as err:
         read(cats_data_dir, **options)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_progressive_resizing_gives_each_epoch_its_size(cats_data_dir, cats_split, cache):
+    # cache_shorter_side=224: the cache keeps the stored pixels, so the served crops
+    # are exactly the kernel's crops of the stored picture at each epoch's size.
+    ds = read(cats_data_dir, image_size=PROGRESSIVE, cache=cache, cache_shorter_side=224)
+    assert ds.element_spec["image"].shape.as_list() == [None, None, None, 3]
+    want = sorted((name, label) for name, label, _ in cats_split)
+    for epoch in range(4):
+        got = one_epoch(ds)
+        size = PROGRESSIVE.size(epoch)
+        assert sorted((name, label) for name, (label, _) in got.items()) == want
+        assert {image.shape for _, image in got.values()} == {(*size, 3)}, epoch
+        if cache:
+            for index, (name, _, pixels) in enumerate(cats_split):
+                image = expected_image(Augment(), SEED, epoch, index, pixels, size=size)
+                np.testing.assert_array_equal(got[name][1], image, err_msg=f"{epoch} {name}")
 
 
 def test_a_bad_spec_is_one_line(cats_data_dir):
