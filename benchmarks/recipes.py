@@ -27,6 +27,9 @@ once per round, the rounds interleaved (see `benchmarks.sizes`):
   with and without its cache.
 
 Every ratio names the row it is taken against. Every epoch must count every image.
+Ours run with tf.data's autotuning off (as `as_fast_dataset` returns them); TensorFlow's
+rows run at tf.data's defaults, as users write them, unless `--no-autotune` turns it off
+there too (the decoders' comparison: no epoch of theirs then runs on one core).
 """
 
 from __future__ import annotations
@@ -174,12 +177,26 @@ def _tf_center_crop(jpegs, labels, shorter_side: int = 256):
 class Rows:
     """{row name: Row}, made once per run, in the order they are timed and printed."""
 
-    def __init__(self, data_dir: Path, work: Path, dali_python: str | None, with_loader=True):
+    def __init__(
+        self,
+        data_dir: Path,
+        work: Path,
+        dali_python: str | None,
+        with_loader=True,
+        autotune: bool = True,
+    ):
+        import tensorflow as tf
         import tensorflow_datasets as tfds
 
         import cats_vs_dogs_fast  # noqa: F401  (registers the dataset)
 
         self.data_dir = data_dir
+        self.options = None
+        if not autotune:
+            # TensorFlow's rows with tf.data's autotuning off, as ours always run: AUTOTUNE
+            # parallelism then stays at the number of cores (`--no-autotune`).
+            self.options = tf.data.Options()
+            self.options.autotune.enabled = False
         self.unavailable: dict[str, str] = {}
         builders = {
             c: tfds.builder(DATASET, config=c, data_dir=data_dir) for c in ("224", "original")
@@ -187,10 +204,14 @@ class Rows:
         self.images = builders["224"].info.splits["train"].num_examples
         jpegs, labels = _jpegs_in_memory(builders["original"])
         rows: dict[str, Row] = {}
-        rows[TF_RRC] = _row(_epochs(_tf_official_rrc(_in_memory(jpegs, labels))))
-        rows[TF_RRC_RECORDS] = _row(_epochs(_tf_official_rrc(tfds_records(builders["original"]))))
-        rows["TF center crop (eval)"] = _row(_epochs(_tf_center_crop(jpegs, labels)))
-        rows["course notes per-example aug (224)"] = _row(_epochs(_course_notes(builders["224"])))
+        tuned = self._tuned
+        rows[TF_RRC] = _row(_epochs(tuned(_tf_official_rrc(_in_memory(jpegs, labels)))))
+        records = tfds_records(builders["original"])
+        rows[TF_RRC_RECORDS] = _row(_epochs(tuned(_tf_official_rrc(records))))
+        rows["TF center crop (eval)"] = _row(_epochs(tuned(_tf_center_crop(jpegs, labels))))
+        rows["course notes per-example aug (224)"] = _row(
+            _epochs(tuned(_course_notes(builders["224"])))
+        )
         cached_224 = self._reader("224", cache=True)
         rows["Keras layers on cached batches (224)"] = _row(
             _epochs(_keras_layers(cached_224)), "course notes per-example aug (224)"
@@ -205,6 +226,9 @@ class Rows:
         if with_loader:
             self._loader_rows(rows, _array_record_dir(builders["original"]))
         self.rows = rows
+
+    def _tuned(self, ds):
+        return ds if self.options is None else ds.with_options(self.options)
 
     def _reader(self, config: str, **options):
         import tensorflow as tf
@@ -421,6 +445,11 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
         help="a Python with NVIDIA DALI installed, for the DALI row (default: this one)",
     )
     p.add_argument("--no-loader", action="store_true", help="leave out the Grain loader rows")
+    p.add_argument(
+        "--no-autotune",
+        action="store_true",
+        help="tf.data's autotuning off in TensorFlow's rows too (ours always run without it)",
+    )
     p.add_argument("--out", help="the JSON (default: benchmarks/results/bench-recipes-DATE.json)")
     args = p.parse_args(argv)
     if args.quick:
@@ -446,7 +475,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
         data_dir = data.sample_data_dir(DATASET, Path(args.workdir), args.images_per_class)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fast_tfds_recipes_") as tmp:
-        made = Rows(data_dir, Path(tmp), args.dali_python, with_loader=not args.no_loader)
+        made = Rows(
+            data_dir,
+            Path(tmp),
+            args.dali_python,
+            with_loader=not args.no_loader,
+            autotune=not args.no_autotune,
+        )
         unavailable = made.unavailable
         rows = {n: r for n, r in made.rows.items() if all(ref in made.rows for ref in r.references)}
         images = made.images
@@ -477,6 +512,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
         "rounds": args.rounds,
         "batch_size": BATCH,
         "size": SIZE,
+        "tf_data_autotune": not args.no_autotune,
         "references": {name: s.get("vs") for name, s in summary.items()},
         "unavailable": unavailable,
         "targets": TARGETS,

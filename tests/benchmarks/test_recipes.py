@@ -36,6 +36,12 @@ def test_every_row_that_ran_counts_every_image(recipes_run, cats_builder):
         "Keras layers on cached batches (224)",
     }
     assert references <= set(recipes_run["epochs"])
+    assert recipes_run["tf_data_autotune"] is True  # TensorFlow's rows at their defaults
+
+
+def test_no_autotune_is_an_option():
+    assert recipes.parse_args(["--no-autotune"], "recipes").no_autotune is True
+    assert recipes.parse_args([], "recipes").no_autotune is False
 
 
 def test_each_ratio_names_a_row_of_the_run(recipes_run):
