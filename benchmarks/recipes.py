@@ -56,12 +56,15 @@ from benchmarks.sizes import (
     _in_memory,
     _jpegs_in_memory,
     _mapped,
+    check_counts,
     count_errors,
     default_out,
     run,
+    sample_dir,
     summarize,
     table,
     tfds_records,
+    tuned_by,
 )
 
 DATASET = "cats_vs_dogs_fast"
@@ -169,9 +172,7 @@ def _tf_center_crop(jpegs, labels, shorter_side: int = 256):
         image = resized[top : top + SIZE, left : left + SIZE]
         return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8), label
 
-    ds = tf.data.Dataset.from_tensor_slices((jpegs, labels))
-    ds = ds.map(center, num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return _mapped(_in_memory(jpegs, labels), center)
 
 
 class Rows:
@@ -185,18 +186,13 @@ class Rows:
         with_loader=True,
         autotune: bool = True,
     ):
-        import tensorflow as tf
         import tensorflow_datasets as tfds
 
         import cats_vs_dogs_fast  # noqa: F401  (registers the dataset)
 
         self.data_dir = data_dir
-        self.options = None
-        if not autotune:
-            # TensorFlow's rows with tf.data's autotuning off, as ours always run: AUTOTUNE
-            # parallelism then stays at the number of cores (`--no-autotune`).
-            self.options = tf.data.Options()
-            self.options.autotune.enabled = False
+        # TensorFlow's rows; ours always run with tf.data's autotuning off.
+        self._tuned = tuned_by(autotune)
         self.unavailable: dict[str, str] = {}
         builders = {
             c: tfds.builder(DATASET, config=c, data_dir=data_dir) for c in ("224", "original")
@@ -226,9 +222,6 @@ class Rows:
         if with_loader:
             self._loader_rows(rows, _array_record_dir(builders["original"]))
         self.rows = rows
-
-    def _tuned(self, ds):
-        return ds if self.options is None else ds.with_options(self.options)
 
     def _reader(self, config: str, **options):
         import tensorflow as tf
@@ -454,12 +447,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.images_per_class, args.rounds = 150, 2
-    for flag, value in {
-        "--rounds": args.rounds,
-        "--images-per-class": args.images_per_class,
-    }.items():
-        if value < 1:
-            p.error(f"{flag}={value}: must be at least 1")
+    check_counts(p, args)
     return args
 
 
@@ -468,11 +456,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
     from fast_tfds.quiet import quiet_tensorflow
 
     quiet_tensorflow()
-    if args.data_dir:
-        data_dir = Path(args.data_dir)
-        data.load_builders(DATASET, data_dir, data.CONFIGS, "train")
-    else:
-        data_dir = data.sample_data_dir(DATASET, Path(args.workdir), args.images_per_class)
+    data_dir = sample_dir(args)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fast_tfds_recipes_") as tmp:
         made = Rows(

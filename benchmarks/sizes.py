@@ -115,6 +115,38 @@ def _mapped(pairs, fn):
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def tuned_by(autotune: bool):
+    """fn(dataset) -> the dataset as a row runs it: unchanged, or (`--no-autotune`) with
+    tf.data's autotuning off, AUTOTUNE parallelism then at the number of cores."""
+    if autotune:
+        return lambda ds: ds
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return lambda ds: ds.with_options(options)
+
+
+def check_counts(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--rounds and --images-per-class of at least 1, else the parser's one-line error."""
+    for flag, value in {
+        "--rounds": args.rounds,
+        "--images-per-class": args.images_per_class,
+    }.items():
+        if value < 1:
+            p.error(f"{flag}={value}: must be at least 1")
+
+
+def sample_dir(args: argparse.Namespace) -> Path:
+    """The TFDS data dir to read: --data-dir (checked: says if a config is missing), else
+    the generated sample in --workdir, built if needed."""
+    if args.data_dir:
+        data_dir = Path(args.data_dir)
+        data.load_builders(DATASET, data_dir, data.CONFIGS, "train")
+        return data_dir
+    return data.sample_data_dir(DATASET, Path(args.workdir), args.images_per_class)
+
+
 def _tf_decode_records(builder, size: int):
     """`_tf_decode`'s plain resize, of the records `tfds.load` reads."""
     import tensorflow as tf
@@ -139,11 +171,7 @@ class Rows:
 
         self.data_dir, self.cache_dir = data_dir, cache_dir
         self.uint8 = tf.uint8
-        self.options = None
-        if not autotune:
-            # AUTOTUNE parallelism then stays at the number of cores.
-            self.options = tf.data.Options()
-            self.options.autotune.enabled = False
+        self._tuned = tuned_by(autotune)
         builders = {
             c: tfds.builder(DATASET, config=c, data_dir=data_dir) for c in ("224", "original")
         }
@@ -182,9 +210,6 @@ class Rows:
             served, ("original->224 ours, cache served",)
         )
         self.rows = rows
-
-    def _tuned(self, ds):
-        return ds if self.options is None else ds.with_options(self.options)
 
     def _dataset(self, config, size, cache, **options):
         import cats_vs_dogs_fast
@@ -418,12 +443,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
         help="where to write the JSON (default: benchmarks/results/bench-sizes-DATE.json)",
     )
     args = p.parse_args(argv)
-    for flag, value in {
-        "--rounds": args.rounds,
-        "--images-per-class": args.images_per_class,
-    }.items():
-        if value < 1:
-            p.error(f"{flag}={value}: must be at least 1")
+    check_counts(p, args)
     return args
 
 
@@ -432,11 +452,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks sizes"
     from fast_tfds.quiet import quiet_tensorflow
 
     quiet_tensorflow()
-    if args.data_dir:
-        data_dir = Path(args.data_dir)
-        data.load_builders(DATASET, data_dir, data.CONFIGS, "train")  # says if one is missing
-    else:
-        data_dir = data.sample_data_dir(DATASET, Path(args.workdir), args.images_per_class)
+    data_dir = sample_dir(args)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fast_tfds_disk_cache_", dir=args.cache_dir) as tmp:
         rows = Rows(

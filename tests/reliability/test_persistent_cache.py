@@ -33,16 +33,10 @@ from tests.read.reading import digest
 TIMEOUT = 300
 BATCH = 8
 
-# argv: data_dir, cache_dir, epochs, then "run", "pause" (after the first batch, print
-# "paused" and wait for a line on stdin) or "kill" (SIGKILL itself after the first batch).
-# Prints one JSON line per epoch: its pairs and the decoder's calls so far.
-_READER = textwrap.dedent(
+# Child-script lines that count this process's calls to our decoder in `calls[0]`.
+COUNT_DECODES = textwrap.dedent(
     """
-    import hashlib, json, os, signal, sys
-    import numpy as np
-    import tensorflow as tf
     from fast_tfds.core import jpeg_blocks
-    import cats_vs_dogs_fast
 
     calls = [0]
     def counted(fn):
@@ -53,6 +47,24 @@ _READER = textwrap.dedent(
     for name in ("decode_jpeg_block_into", "decode_resized_block_into", "decode_jpeg_block",
                  "decode_resized_block", "decode_resized_into"):
         setattr(jpeg_blocks, name, counted(getattr(jpeg_blocks, name)))
+    """
+)
+
+# argv: data_dir, cache_dir, epochs, then "run", "pause" (after the first batch, print
+# "paused" and wait for a line on stdin) or "kill" (SIGKILL itself after the first batch).
+# Prints one JSON line per epoch: its pairs and the decoder's calls so far.
+_READER = (
+    textwrap.dedent(
+        """
+    import hashlib, json, os, signal, sys
+    import numpy as np
+    import tensorflow as tf
+    import cats_vs_dogs_fast
+    """
+    )
+    + COUNT_DECODES
+    + textwrap.dedent(
+        """
 
     data_dir, cache_dir, epochs, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     ds = cats_vs_dogs_fast.as_fast_dataset(
@@ -71,6 +83,7 @@ _READER = textwrap.dedent(
                 sys.stdin.readline()
         print(json.dumps({"epoch": epoch, "pairs": pairs, "decoded": calls[0]}), flush=True)
     """
+    )
 )
 
 

@@ -33,7 +33,12 @@ from fast_tfds.cache import persistent_listing
 from tests.children import TIMEOUT_S, Child
 from tests.helpers import TFDS_CLI, child_env
 from tests.pairs import Output, Truth, digest
-from tests.reliability.test_persistent_cache import fast_tfds_cache, line_with, read_only_mount
+from tests.reliability.test_persistent_cache import (
+    COUNT_DECODES,
+    fast_tfds_cache,
+    line_with,
+    read_only_mount,
+)
 
 pytest.importorskip("grain")
 
@@ -45,22 +50,16 @@ AUGMENTS = {"rrc": Augment(), "none": Augment(crop=None, flip=False)}
 # AUGMENTS), mode ("run", or "pause": after the first batch print "paused" and wait for
 # a line on stdin), seed, the loader's worker processes. One JSON line per epoch: its
 # (digest, label) pairs and the calls to the decoder so far (this process's).
-_CHILD = textwrap.dedent(
-    """
+_CHILD = (
+    textwrap.dedent(
+        """
     import hashlib, json, sys
     import numpy as np
-    from fast_tfds.core import jpeg_blocks
-
-    calls = [0]
-    def counted(fn):
-        def wrapper(*args, **kwargs):
-            calls[0] += 1
-            return fn(*args, **kwargs)
-        return wrapper
-    for name in ("decode_jpeg_block_into", "decode_resized_block_into", "decode_jpeg_block",
-                 "decode_resized_block", "decode_resized_into"):
-        setattr(jpeg_blocks, name, counted(getattr(jpeg_blocks, name)))
-
+    """
+    )
+    + COUNT_DECODES
+    + textwrap.dedent(
+        """
     import cats_vs_dogs_fast
     from fast_tfds import Augment
 
@@ -90,6 +89,7 @@ _CHILD = textwrap.dedent(
                 sys.stdin.readline()
         print(json.dumps({"epoch": epoch, "pairs": pairs, "decoded": calls[0]}), flush=True)
     """
+    )
 )
 
 
