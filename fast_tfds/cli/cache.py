@@ -51,46 +51,34 @@ def list_command(args, out=None) -> int:
     from fast_tfds.cache import tf_file_listing
 
     out = out or sys.stdout
+
+    def row(state: str, size: int, age: str, what: str, where) -> None:
+        print(f"{state:<50} {size_text(size):>12} {age:>11}  {what}  {where}", file=out)
+
+    def count(found: list, noun: str, where) -> str:
+        return f"{len(found)} {noun}(s), {size_text(sum(f.size for f in found))} in {where}"
+
     folder = args.folder or "."
     caches = tf_file_listing.find(folder)
     for cache in caches:
         dataset = f"{cache.dataset or '?'} {cache.split or '?'}"
-        print(
-            f"{describe_state(cache):<50} {size_text(cache.size):>12} {age_text(cache.age_s):>11}"
-            f"  {dataset}  {cache.prefix}",
-            file=out,
-        )
+        row(describe_state(cache), cache.size, age_text(cache.age_s), dataset, cache.prefix)
     arena_lines = []
     for arena_folder in arena_folders(args.folder):
         arenas = disk_rows.find(arena_folder)
         for arena in arenas:
             state = ARENA_IN_USE if arena.in_use else ARENA_LEFT
-            print(
-                f"{state:<50} {size_text(arena.size):>12} {mtime_age_text(arena.path):>11}"
-                f"  {ARENA_WHAT}  {arena.path}",
-                file=out,
-            )
+            row(state, arena.size, mtime_age_text(arena.path), ARENA_WHAT, arena.path)
         # A default folder is always reported, so that the listing says where it is.
         if arenas or arena_folder != Path(folder):
-            total = sum(a.size for a in arenas)
-            arena_lines.append(
-                f"{len(arenas)} memory-cache file(s), {size_text(total)} in {arena_folder}"
-            )
+            arena_lines.append(count(arenas, "memory-cache file", arena_folder))
         kept = persistent_listing.find(arena_folder)
         for found in kept:
             dataset = f"{found.dataset or '?'} {found.split or '?'}"
-            print(
-                f"{describe_persistent(found):<50} {size_text(found.size):>12} "
-                f"{age_text(found.age_s):>11}  {dataset}  {found.path}",
-                file=out,
-            )
+            row(describe_persistent(found), found.size, age_text(found.age_s), dataset, found.path)
         if kept or arena_folder != Path(folder):
-            total = sum(f.size for f in kept)
-            arena_lines.append(
-                f"{len(kept)} persistent cache(s), {size_text(total)} in {arena_folder}"
-            )
-    total = sum(c.size for c in caches)
-    print(f"{len(caches)} cache(s), {size_text(total)} in {folder}", file=out)
+            arena_lines.append(count(kept, "persistent cache", arena_folder))
+    print(count(caches, "cache", folder), file=out)
     for line in arena_lines:
         print(line, file=out)
     return 0
