@@ -283,11 +283,11 @@ class AugmentCache:
         augment: Augment,
         seed: int,
         allocate,
+        sizes: Callable[[int], tuple[int, int]],
         kept: dict[str, np.ndarray] | None = None,
-        sizes: Callable[[int], tuple[int, int]] | None = None,
     ):
-        """`kept`: the features' rows, if they come from elsewhere (a persistent file);
-        `sizes`: epoch -> output size, if not always the pictures' `output_size`."""
+        """`sizes`: epoch -> output size (`epoch_sizes`); `kept`: the features' rows, if
+        they come from elsewhere (a persistent file)."""
         self.pictures = pictures
         self.slots = slots
         self.keys = sorted(features)
@@ -299,7 +299,7 @@ class AugmentCache:
                 for k, spec in features.items()
             }
         self.augment, self.seed = augment, seed
-        self.sizes = sizes or (lambda _epoch: pictures.output_size)
+        self.sizes = sizes
         self.num_threads = len(os.sched_getaffinity(0))
         self._allocate = allocate
         self._lock = threading.Lock()
@@ -465,8 +465,8 @@ def make_cache(reading: Reading) -> AugmentCache:
                 augment,
                 reading.augment_seed,
                 stored.filling,
-                stored.features,
                 epoch_sizes(reading),
+                kept=stored.features,
             )
     heights, widths = sizes()
     cache_h, cache_w = (
@@ -489,7 +489,6 @@ def make_cache(reading: Reading) -> AugmentCache:
         augment,
         reading.augment_seed,
         allocate,
-        None,
         epoch_sizes(reading),
     )
 
