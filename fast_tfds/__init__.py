@@ -25,6 +25,8 @@ _EXPORTS = {
     "as_fast_dataset": "fast_tfds.read.reader",
     "read_split": "fast_tfds.read.reader",
     "load_builder": "fast_tfds.core.builder_lookup",
+    "set_epoch": "fast_tfds.core.passes",
+    "KerasEpochs": "fast_tfds.core.keras_epochs",
     "as_fast_loader": "fast_tfds.loader",
     "Augment": "fast_tfds.augment.spec",
     "ProgressiveResize": "fast_tfds.augment.progressive",
