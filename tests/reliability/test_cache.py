@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import cats_vs_dogs_fast
-from tests.children import Child
+from tests.children import TIMEOUT_S, Child
 from tests.helpers import assert_exactly_once, filenames_of
 
 # Reads the train split with a file cache (slowly in the first epoch, which writes
@@ -61,7 +61,7 @@ def start_child(data_dir, cache, *, epochs: int, delay: float) -> Child:
     )
 
 
-def wait_for_examples(child: Child, n: int, timeout: float = 120) -> list[str]:
+def wait_for_examples(child: Child, n: int, timeout: float = TIMEOUT_S) -> list[str]:
     """The child's first `n` stdout lines, once it has printed them."""
     lines = []
     deadline = time.monotonic() + timeout
@@ -134,7 +134,7 @@ def test_another_process_writing_the_same_cache_is_left_alone(
         # Meanwhile this process reads the same split with the same cache path.
         assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
 
-        out, err = child.communicate(timeout=120)
+        out, err = child.communicate()
     finally:
         if child.poll() is None:
             child.kill()
