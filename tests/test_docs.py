@@ -154,6 +154,9 @@ def test_snippet_runs(block: Block, docs_home: Path, tmp_path: Path):
         f"{block.id} failed (exit {done.returncode}):\n{block.code}\n"
         f"--- output ---\n{(done.stdout + done.stderr)[-4000:]}"
     )
+    # Keras's warning that its default shuffle=True is ignored for a tf.data dataset:
+    # our datasets shuffle themselves, and a snippet shows fit(..., shuffle=False).
+    assert "`shuffle=True` was passed" not in done.stderr, f"{block.id}: {done.stderr[-2000:]}"
 
 
 def _anchors(page: Path) -> set[str]:

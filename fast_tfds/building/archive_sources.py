@@ -31,7 +31,7 @@ from tensorflow_datasets.core.download import resource as resource_lib
 from tensorflow_datasets.core.download import util as download_util
 from tensorflow_datasets.core.download.download_manager import NonMatchingChecksumError
 
-from fast_tfds.building import checks, downloads
+from fast_tfds.building import checks, downloads, once
 from fast_tfds.building.errors import BuildError
 
 # The archive kind a source file must be, by the extension of its URL's name.
@@ -58,7 +58,8 @@ def source_path(
     except (AssertionError, ValueError):  # No manual dir, or an empty one.
         manual = None
     if manual is not None and manual.exists():
-        logging.warning(
+        once.log_once(
+            logging.WARNING,
             "%s: using %s from the manual dir instead of downloading %s; its "
             "checksum is not checked against the registered one.",
             dataset,

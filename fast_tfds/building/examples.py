@@ -12,7 +12,7 @@ from typing import Any
 
 from absl import logging
 
-from fast_tfds.building import images
+from fast_tfds.building import images, once
 
 KeyExample = tuple[str, dict[str, Any]]
 
@@ -52,12 +52,17 @@ class SkipReport:
 
     def log_summary(self) -> None:
         if not self.skipped:
-            logging.info(
-                "%s/%s: kept %d images, skipped none.", self.dataset, self.split, self.kept
+            once.log_once(
+                logging.INFO,
+                "%s/%s: kept %d images, skipped none.",
+                self.dataset,
+                self.split,
+                self.kept,
             )
             return
         reasons = "; ".join(f"{n} x {reason}" for reason, n in self.by_reason().items())
-        logging.warning(
+        once.log_once(
+            logging.WARNING,
             "%s/%s: kept %d images, skipped %d files (%s). The list is in the "
             "dataset's metadata.json under 'skipped'.",
             self.dataset,

@@ -69,6 +69,7 @@ from fast_tfds.cache.persistent_listing import (
     lock_path,
     remove_leftovers,
 )
+from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
 
@@ -394,7 +395,7 @@ class FileFill:
         # Held while the fill runs: a temporary file whose lock is free is a leftover.
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
-        os.posix_fallocate(fd, 0, self.layout.file_size)
+        platform.preallocate(fd, self.layout.file_size)
         return fd
 
     def wrote(self, arrays: dict[str, np.ndarray], start: int, n: int) -> None:

@@ -26,7 +26,6 @@ when it starts where the last epoch ended.
 from __future__ import annotations
 
 import atexit
-import os
 import random
 import sys
 import weakref
@@ -39,6 +38,7 @@ from fast_tfds.augment import cached, ragged
 from fast_tfds.augment import persisted as stored_pictures
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.cache import disk_rows, placement
+from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.loader import augmented
 from fast_tfds.loader.array_records import SplitSource
@@ -97,7 +97,7 @@ class FastLoader:
         self.seed = (
             random.SystemRandom().randrange(SEED_LIMIT) if options.seed is None else options.seed
         )
-        self.num_threads = options.num_threads or len(os.sched_getaffinity(0))
+        self.num_threads = options.num_threads or platform.available_cpus()
         self.cache = self._make_cache()
         self.batches = None
         if options.augment is not None or options.cache:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from fast_tfds.augment import cached, kernels, ragged, windows
 from fast_tfds.augment import persisted as stored_pictures
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
-from fast_tfds.core import aligned, jpeg_blocks
+from fast_tfds.core import aligned, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import persisted, records
 from fast_tfds.read.decoding import WINDOW_KEY
@@ -300,7 +299,7 @@ class AugmentCache:
             }
         self.augment, self.seed = augment, seed
         self.sizes = sizes
-        self.num_threads = len(os.sched_getaffinity(0))
+        self.num_threads = platform.available_cpus()
         self._allocate = allocate
         self._lock = threading.Lock()
         self._epoch = 0

@@ -80,7 +80,7 @@ def _tf_decode_stderr(paths) -> str:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=300,  # a child that imports TensorFlow, on a loaded machine
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"decoded {len(paths)}" in done.stdout

@@ -64,8 +64,13 @@ def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
     return persistent.open_or_fill(folder, key, N, COLUMNS, what="toy train").rows
 
 
+@pytest.mark.parametrize("posix_fallocate", [True, False], ids=["posix_fallocate", "without"])
 @pytest.mark.parametrize("read_ahead", [False, True], ids=["in memory", "over budget"])
-def test_a_filled_file_is_served_with_the_rows_written(read_ahead, tmp_path):
+def test_a_filled_file_is_served_with_the_rows_written(
+    read_ahead, posix_fallocate, tmp_path, monkeypatch
+):
+    if not posix_fallocate:  # As on macOS: core.platform's fallback reserves the file.
+        monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
     kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
     assert type(opened.allocate) is kind

@@ -14,7 +14,7 @@ from tests.helpers import child_env
 FAST_TFDS = [sys.executable, "-m", "fast_tfds.cli"]
 
 
-def fast_tfds(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
+def fast_tfds(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*FAST_TFDS, *args],
         capture_output=True,

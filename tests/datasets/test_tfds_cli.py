@@ -99,3 +99,20 @@ def test_the_offline_demo_runs(tmp_path):
     assert f"Built {cats} examples in {shards} shards per config" in output
     assert "as_fast_dataset() epoch 2: arena, global shuffle" in output
     assert f"as_fast_dataset(crop_to_box=True), {dogs['train']} images" in output
+
+
+def test_a_build_of_both_configs_says_each_notice_once(cats_sample, tmp_path):
+    # Without --config, `tfds build` builds both configs in one process; each finds the
+    # same archive and skips the same files.
+    manual_dir, _ = cats_sample
+    output = run_ok(
+        [*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
+        + ["--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)]
+    )
+    assert shard_files(tmp_path, "224") and shard_files(tmp_path, "original")
+    lines = output.splitlines()
+    manual = [line for line in lines if "from the manual dir instead of downloading" in line]
+    assert len(manual) == 1, manual
+    assert "archive_sources.py" in manual[0]  # the line names the module that said it
+    skips = [line for line in lines if "cats_vs_dogs_fast/train: kept" in line]
+    assert len(skips) == 1 and "skipped" in skips[0], skips

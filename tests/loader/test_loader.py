@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 
 import numpy as np
 import pytest
@@ -350,3 +351,20 @@ def test_grains_checkpoint_handler_saves_and_restores_the_iterator(cats_array_re
     resumed = [labels for _, labels in restored]
     assert len(resumed) == len(rest) > 0
     assert all(np.array_equal(a, b) for a, b in zip(rest, resumed, strict=True))
+
+
+def test_the_loader_takes_a_thread_per_cpu_the_process_may_use(
+    cats_array_record_dir, cats_reference, monkeypatch
+):
+    if hasattr(os, "sched_setaffinity"):  # Linux: the CPUs the process is given, not all.
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(allowed)})
+        try:
+            assert cats_loader(cats_array_record_dir, num_threads=None).num_threads == 1
+        finally:
+            os.sched_setaffinity(0, allowed)
+    # Without the call (macOS): every CPU of the machine, and the epoch is whole.
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    loader = cats_loader(cats_array_record_dir, num_threads=None)
+    assert loader.num_threads == os.cpu_count()
+    cats_reference.check(keys(loader))

@@ -162,7 +162,7 @@ def test_cli_rejects_a_bad_dispatcher_address():
         [sys.executable, "-m", "fast_tfds.cli", "service", "worker", "--dispatcher", "nope"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("--dispatcher='nope': expected")

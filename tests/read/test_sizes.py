@@ -29,6 +29,7 @@ from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.split_reading import Reading
+from tests.children import TIMEOUT_S
 from tests.helpers import REPO, child_env
 from tests.pairs import Truth
 from tests.read.reading import arena_rows, epoch, read
@@ -246,7 +247,7 @@ def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, truth, tmp_
         text=True,
     )
     try:
-        assert _line_within(child.stdout, 120).strip() == "filling"
+        assert _line_within(child.stdout, TIMEOUT_S).strip() == "filling"
         left = _arena_files(folder)
         assert left and all(f.in_use for f in left)
         child.send_signal(signal.SIGKILL)

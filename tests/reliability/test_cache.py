@@ -1,17 +1,17 @@
 """The file cache (`cache='path'`) after killed runs, early stops, rebuilds, and alongside
 another process: never a crash, never a short or stale epoch.
 
-Real processes: a child iterates slowly with a file cache and is SIGKILLed, or
-runs while this process reads the same dataset with the same cache path.
+Real processes: a child writing a file cache pauses mid-epoch and is SIGKILLed, or
+stays paused while this process reads the same dataset with the same cache path.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +20,26 @@ import cats_vs_dogs_fast
 from tests.children import Child
 from tests.helpers import assert_exactly_once, filenames_of
 
-# Reads the train split with a file cache (slowly in the first epoch, which writes
-# it), printing each filename.
+# Reads the train split with a file cache, printing each filename; in the first epoch
+# (which writes the cache), after `pause_after` examples it prints "paused" and waits
+# for a line on stdin: the test acts while the cache is being written, however loaded
+# the machine is.
 _CHILD = textwrap.dedent(
     """
-    import sys, time
+    import sys
     import cats_vs_dogs_fast
-    data_dir, cache, epochs, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    data_dir, cache = sys.argv[1], sys.argv[2]
+    epochs, pause_after = int(sys.argv[3]), int(sys.argv[4])
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, cache=cache, shuffle=False, batch_size=None,
         as_supervised=False, download_and_prepare=False,
     )
     for epoch in range(epochs):
-        for example in ds:
+        for i, example in enumerate(ds):
             print("example", epoch, example["image/filename"].numpy().decode(), flush=True)
-            time.sleep(delay if epoch == 0 else 0)  # slow while writing the cache
+            if epoch == 0 and i + 1 == pause_after:
+                print("paused", flush=True)
+                sys.stdin.readline()
         print("epoch done", epoch, flush=True)
     """
 )
@@ -52,25 +57,19 @@ def read(data_dir, cache, split="train", **options):
     )
 
 
-def start_child(data_dir, cache, *, epochs: int, delay: float) -> Child:
+def start_child(data_dir, cache, *, epochs: int, pause_after: int) -> Child:
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
     return Child(
         [sys.executable, "-c", _CHILD, os.fspath(data_dir), os.fspath(cache), str(epochs)]
-        + [str(delay)],
+        + [str(pause_after)],
         env=env,
+        stdin=subprocess.PIPE,
     )
 
 
-def wait_for_examples(child: Child, n: int, timeout: float = 120) -> list[str]:
-    """The child's first `n` stdout lines, once it has printed them."""
-    lines = []
-    deadline = time.monotonic() + timeout
-    while len(lines) < n:
-        line = child.line(deadline - time.monotonic())
-        if not line:
-            raise AssertionError(f"child ended early: {child.stderr_text()[-3000:]}")
-        lines.append(line)
-    return lines
+def until_paused(child: Child) -> list[str]:
+    """The child's example lines before its pause, once it has paused."""
+    return [line for line in child.until("paused\n").splitlines() if line != "paused"]
 
 
 def cache_files(folder: Path) -> list[str]:
@@ -81,9 +80,9 @@ def test_a_run_killed_mid_epoch_neither_blocks_nor_shortens_the_next(
     cats_data_dir, cats_filenames, tmp_path
 ):
     cache = tmp_path / "cache"
-    child = start_child(cats_data_dir, cache, epochs=1, delay=0.2)
+    child = start_child(cats_data_dir, cache, epochs=1, pause_after=3)
     try:
-        wait_for_examples(child, 3)
+        assert len(until_paused(child)) == 3
     finally:
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=60)
@@ -123,10 +122,11 @@ def test_another_process_writing_the_same_cache_is_left_alone(
     cats_data_dir, cats_filenames, tmp_path
 ):
     cache = tmp_path / "cache"
-    # The child writes the cache slowly (its first epoch), then reads it back.
-    child = start_child(cats_data_dir, cache, epochs=2, delay=0.04)
+    # The child starts writing the cache (its first epoch) and pauses; it then writes the
+    # rest and reads it back.
+    child = start_child(cats_data_dir, cache, epochs=2, pause_after=2)
     try:
-        first = wait_for_examples(child, 2)
+        first = until_paused(child)
         files = cache_files(tmp_path)
         assert any(name.endswith("_0.lockfile") for name in files), "child should be writing"
         assert not any(name.endswith(".index") for name in files)
@@ -134,7 +134,7 @@ def test_another_process_writing_the_same_cache_is_left_alone(
         # Meanwhile this process reads the same split with the same cache path.
         assert_exactly_once(filenames_of(read(cats_data_dir, cache)), cats_filenames)
 
-        out, err = child.communicate(timeout=120)
+        out, err = child.communicate("go\n")
     finally:
         if child.poll() is None:
             child.kill()
