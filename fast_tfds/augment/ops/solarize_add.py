@@ -1,0 +1,15 @@
+"""SolarizeAdd: timm's `solarize_add(image, add, thresh=128)`, `add` added to every value
+below 128, saturated at 255 (timm's RandAugment op set has it, torchvision's has not)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+_LEVELS = np.arange(256)
+
+
+def apply(image: np.ndarray, add: float, threshold: int = 128) -> None:
+    """In place; `add` is an integer in timm (its level mapped to 0..110)."""
+    lut = np.where(_LEVELS < threshold, np.minimum(255, _LEVELS + int(add)), _LEVELS)
+    cv2.LUT(image, lut.astype(np.uint8), dst=image)

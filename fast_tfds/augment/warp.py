@@ -1,0 +1,230 @@
+"""The warp kernel: crop + flip + geometric ops + pixel ops of a batch, one warp per picture.
+
+For each example a `Plan` holds one affine map from its output pixels to its cached
+picture's (`affine`), whether it has any geometry beyond crop and flip, and its steps
+in the recipe's order: pixel ops, and the fills that geometric ops leave.
+
+- No geometry (the crop and flip of today's kernel, and a policy that drew only pixel
+  ops): the window is cut and resized exactly as `kernels` does (bilinear, the area
+  filter past a 2x shrink), then flipped, so those pictures are today's to the bit.
+- Geometry: one `cv2.warpAffine` (bilinear) from the picture straight into the output.
+  Bilinear sampling aliases when it shrinks by more than about 2x, so a crop that
+  shrinks more is first cut and resized to the output size as `kernels` does (the
+  area filter), and the warp applies the flip and the geometric ops to that: two
+  passes at the output's size, the reference's own order (crop + resize, then ops).
+- Fill: where a geometric op brings in pixels from outside its frame, the reference
+  paints the fill colour, and later pixel ops act on it. A fill step paints exactly
+  the pixels whose nearest source falls outside the frame (torchvision's default
+  NEAREST interpolation has that edge), found by warping a blank frame with the map of
+  the geometric ops from that step on, at the point of the recipe where that op ran.
+
+Pixel ops run on the warped output, in order. Where a pixel op came before a
+geometric op in the recipe, it runs here on the final framing rather than the
+intermediate one: exact for per-pixel ops up to the interpolation's rounding; for ops
+that read statistics of the picture (contrast's mean, autocontrast's range, equalize's
+histogram) the statistics come from the same scene at the final framing.
+
+Everything per picture is OpenCV (the GIL released), in the threads of `kernels`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+
+import cv2
+import numpy as np
+
+from fast_tfds.augment import affine, kernels, ops
+from fast_tfds.augment.windows import Windows
+
+# Past this shrink, bilinear sampling aliases: the same threshold as kernels' area filter.
+AREA_SHRINK = 2.0
+
+
+@dataclasses.dataclass
+class Step:
+    """One step of an example's recipe, after the warp: a pixel op with its argument, or
+    (`op` None) a fill where `remaining` (2x3, OpenCV coordinates: output pixel -> the
+    frame of the geometric op that made the fill) leaves the frame."""
+
+    op: Callable[[np.ndarray, float], None] | None
+    argument: float = 0.0
+    remaining: np.ndarray | None = None
+
+
+@dataclasses.dataclass
+class Plan:
+    """A batch's per-example maps and steps (see the module's docstring).
+
+    matrices: [n, 3, 3] output pixel -> cached picture pixel (PIL coordinates).
+    scales: [n, 2] (x, y) cached picture pixels per output pixel of the crop.
+    warped: bool [n], geometry beyond crop and flip.
+    boxes: [n, 4] (y0, y1, x0, x1) whole-pixel windows, for the unwarped path.
+    flip: bool [n]. steps: per example, its `Step`s in order. fill: the RGB fill.
+    """
+
+    matrices: np.ndarray
+    scales: np.ndarray
+    warped: np.ndarray
+    boxes: np.ndarray
+    flip: np.ndarray
+    steps: list[list[Step]]
+    fill: tuple[int, int, int]
+
+    def __len__(self) -> int:
+        return len(self.matrices)
+
+
+def plan(
+    pictures: Sequence[np.ndarray],
+    windows: Windows,
+    recipes: Sequence[Sequence[tuple[str, float]]],
+    output_size: tuple[int, int],
+    *,
+    fill: tuple[int, int, int] = (0, 0, 0),
+    scale_y=None,
+    scale_x=None,
+) -> Plan:
+    """Each example's window and flip (`windows`), then its recipe: (op name, argument)
+    pairs in order (`ops.NAMES`; arguments as the op modules take them), in the output
+    frame of `output_size` (height, width)."""
+    n = len(windows)
+    if len(recipes) != n or len(pictures) != n:
+        raise ValueError(f"{len(pictures)} pictures, {n} windows, {len(recipes)} recipes")
+    height, width = output_size
+    base = affine.window_matrices(
+        windows.top,
+        windows.left,
+        windows.height,
+        windows.width,
+        windows.flip,
+        output_size,
+        scale_y,
+        scale_x,
+    )
+    matrices = base.copy()
+    warped = np.zeros(n, bool)
+    steps: list[list[Step]] = []
+    for i, recipe in enumerate(recipes):
+        maps = []
+        own: list[Step] = []
+        for name, argument in recipe:
+            if name in ops.GEOMETRIC:
+                maps.append(ops.GEOMETRIC[name](argument, height, width))
+                own.append(Step(None, remaining=None))
+            elif name in ops.PIXEL:
+                if name != "identity":
+                    own.append(Step(ops.PIXEL[name], float(argument)))
+            else:
+                raise ValueError(f"op {name!r}: must be one of {', '.join(ops.NAMES)}")
+        if maps:
+            warped[i] = True
+            matrices[i] = base[i] @ affine.chain(maps)
+            # Each fill step's map: the geometric ops from it to the end.
+            k = 0
+            for step in own:
+                if step.op is None:
+                    step.remaining = affine.to_opencv(affine.chain(maps[k:]))
+                    k += 1
+        steps.append(own)
+    return Plan(
+        matrices=matrices,
+        scales=np.abs(np.stack([base[:, 0, 0], base[:, 1, 1]], axis=1)),
+        warped=warped,
+        boxes=kernels.source_boxes(pictures, windows, scale_y, scale_x),
+        flip=np.asarray(windows.flip, bool),
+        steps=steps,
+        fill=tuple(int(v) for v in fill),
+    )
+
+
+def apply_into(
+    pictures: Sequence[np.ndarray], batch: Plan, out: np.ndarray, *, num_threads: int = 1
+) -> np.ndarray:
+    """Each picture's output, cut by its plan into out[i] ([B, H, W, 3] uint8). Returns out."""
+    n = len(batch)
+    if len(pictures) != n or out.shape[0] != n or out.dtype != np.uint8 or out.shape[3:] != (3,):
+        raise ValueError(
+            f"{len(pictures)} pictures and {n} plans for an output of {out.dtype}"
+            f"{list(out.shape)}: need one picture and one plan per row of a [B, H, W, 3] "
+            "uint8 batch"
+        )
+    fill = np.empty(out.shape[1:], np.uint8)
+    fill[...] = batch.fill
+    boxes = batch.boxes.tolist()
+    kernels._parallel(n, num_threads, lambda i: _one(pictures[i], batch, i, boxes[i], out[i], fill))
+    return out
+
+
+def warp_into(picture: np.ndarray, matrix: np.ndarray, scales, out: np.ndarray, box=None) -> None:
+    """out <- picture sampled at matrix (3x3, output -> picture, PIL coordinates) by one
+    bilinear warp. When the crop shrinks by more than `AREA_SHRINK` (scales: (x, y)
+    picture pixels per output pixel), the whole-pixel window `box` (y0, y1, x0, x1) is
+    first resized to the output size exactly as `kernels` does (the area filter), and
+    the warp then applies only the rest of the map (flip and geometry) to that."""
+    source = picture
+    if max(scales) > AREA_SHRINK and box is not None:
+        height, width = out.shape[:2]
+        y0, y1, x0, x1 = box
+        source = _scratch((height, width, 3))
+        kernels._resize_into(picture[y0:y1, x0:x1], source)
+        # The resized window's pixels: picture pixel p -> ((p - x0) * width / (x1 - x0), ...).
+        fx, fy = width / (x1 - x0), height / (y1 - y0)
+        matrix = np.array([[fx, 0, -x0 * fx], [0, fy, -y0 * fy], [0, 0, 1]]) @ matrix
+    cv2.warpAffine(
+        source,
+        affine.to_opencv(matrix),
+        (out.shape[1], out.shape[0]),
+        dst=out,
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_REPLICATE,
+    )
+
+
+def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -> None:
+    if batch.warped[i]:
+        warp_into(picture, batch.matrices[i], batch.scales[i], out, box)
+    else:
+        y0, y1, x0, x1 = box
+        kernels._resize_into(picture[y0:y1, x0:x1], out)
+        if batch.flip[i]:
+            cv2.flip(out, 1, dst=out)
+    for step in batch.steps[i]:
+        if step.op is not None:
+            step.op(out, step.argument)
+        else:
+            _fill(out, step.remaining, fill)
+
+
+_local = threading.local()
+
+
+def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
+    """Paints `fill` where the nearest pixel of remaining @ q lies outside the frame."""
+    height, width = out.shape[:2]
+    frame = getattr(_local, "frame", None)
+    if frame is None or frame.shape != (height, width):
+        frame = _local.frame = np.zeros((height, width), np.uint8)
+        _local.mask = np.empty((height, width), np.uint8)
+    mask = _local.mask
+    cv2.warpAffine(
+        frame,
+        remaining,
+        (width, height),
+        dst=mask,
+        flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=255,
+    )
+    cv2.copyTo(fill, mask, out)
+
+
+def _scratch(shape: tuple[int, int, int]) -> np.ndarray:
+    """This thread's reused buffer viewed as `shape` (see kernels._scratch_copy)."""
+    size = shape[0] * shape[1] * shape[2]
+    buffer = getattr(_local, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _local.buffer = np.empty(max(size, 256 * 342 * 3), np.uint8)
+    return buffer[:size].reshape(shape)

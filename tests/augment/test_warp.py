@@ -1,0 +1,115 @@
+"""The warp kernel: today's crop + flip where there is no geometry, today's crop within a
+stated bound where one warp replaces it, rotations read off pictures whose pixels are
+their coordinates.
+
+Single warp vs today's crop + resize, on random-resized crops of 256-px photos: where the
+crop shrinks by 2x or less, interior pixels differ by at most 1 level (mean about 0.12;
+the outermost row and column differ more where the warp reads the neighbouring picture
+pixels that today's resize of the cut window replicates instead). Past 2x a single
+bilinear warp aliases (up to 104 levels, mean 3 at a 64-px output), so the kernel
+resizes those crops as today and warps the result: identical to today.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from fast_tfds.augment import Augment, affine, kernels, warp, windows
+from fast_tfds.samples import photos
+
+
+@pytest.fixture(scope="module")
+def cached():
+    """Photos at cache resolution: shorter side 256, aspect kept."""
+    rng = np.random.default_rng(2)
+    pics = []
+    for _ in range(24):
+        p = np.asarray(photos.random_photo(rng))
+        h, w = p.shape[:2]
+        s = 256 / min(h, w)
+        pics.append(cv2.resize(p, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA))
+    return pics
+
+
+def _sizes(pics):
+    return [p.shape[0] for p in pics], [p.shape[1] for p in pics]
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_without_geometry_it_is_todays_kernel(cached, num_threads):
+    n = len(cached)
+    drawn = windows.sample(Augment(), 3, 1, np.arange(n), *_sizes(cached))
+    recipes = [[("identity", 0)] if i % 2 else [] for i in range(n)]
+    plan = warp.plan(cached, drawn, recipes, (224, 224))
+    ours = warp.apply_into(cached, plan, np.zeros((n, 224, 224, 3), np.uint8), num_threads=2)
+    today = kernels.apply_into(cached, drawn, np.zeros((n, 224, 224, 3), np.uint8))
+    assert not plan.warped.any()
+    assert np.array_equal(ours, today)
+
+
+@pytest.mark.parametrize("size", [224, 112, 64])
+def test_one_warp_is_within_the_bound_of_todays_crop(cached, size):
+    n = len(cached)
+    worst, total, count = {}, {}, {}
+    for epoch in range(3):
+        drawn = windows.sample(Augment(), 0, epoch, np.arange(n), *_sizes(cached))
+        today = kernels.apply_into(cached, drawn, np.zeros((n, size, size, 3), np.uint8))
+        m = affine.window_matrices(
+            drawn.top, drawn.left, drawn.height, drawn.width, drawn.flip, (size, size)
+        )
+        boxes = kernels.source_boxes(cached, drawn)
+        for i in range(n):
+            out = np.empty((size, size, 3), np.uint8)
+            scales = (abs(m[i, 0, 0]), m[i, 1, 1])
+            warp.warp_into(cached[i], m[i], scales, out, boxes[i])
+            diff = np.abs(out.astype(int) - today[i])[1:-1, 1:-1]
+            far = max(scales) > warp.AREA_SHRINK
+            worst[far] = max(worst.get(far, 0), int(diff.max()))
+            total[far] = total.get(far, 0) + diff.mean()
+            count[far] = count.get(far, 0) + 1
+    assert worst.get(False, 0) <= 1 and total.get(False, 0) <= 0.2 * count.get(False, 1)
+    assert worst.get(True, 0) == 0
+    if size == 64:
+        assert count[True] > 10  # the shrinking path was exercised
+
+
+def coordinates(height: int, width: int) -> np.ndarray:
+    """R = x, G = y (both below 256), B = 128."""
+    y, x = np.mgrid[:height, :width]
+    return np.stack([x, y, np.full_like(x, 128)], axis=-1).astype(np.uint8)
+
+
+@pytest.mark.parametrize("degrees", [-40.0, -7.5, 12.0, 33.0])
+def test_rotation_angle_reads_back_from_coordinates(degrees):
+    """A whole-picture crop rotated by `degrees`: the source coordinates at the output's
+    center row move along the rotated axis."""
+    picture = coordinates(200, 200)
+    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [200], [200])
+    plan = warp.plan([picture], drawn, [[("rotate", degrees)]], (100, 100))
+    out = warp.apply_into([picture], plan, np.zeros((1, 100, 100, 3), np.uint8))[0]
+    xs = out[50, 30:70, 0].astype(float)
+    ys = out[50, 30:70, 1].astype(float)
+    slope = np.polyfit(xs, ys, 1)[0]  # source dy / dx along an output row
+    # PIL's rotate turns the content counter-clockwise on screen, so an output row reads
+    # a source line at +degrees in y-down coordinates.
+    assert np.degrees(np.arctan(slope)) == pytest.approx(degrees, abs=0.5)
+
+
+def test_fill_outside_the_rotated_frame():
+    picture = np.full((100, 100, 3), 200, np.uint8)
+    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [100], [100])
+    plan = warp.plan([picture], drawn, [[("rotate", 45.0)]], (100, 100), fill=(1, 2, 3))
+    out = warp.apply_into([picture], plan, np.zeros((1, 100, 100, 3), np.uint8))[0]
+    assert (out[0, 0] == (1, 2, 3)).all() and (out[50, 50] == 200).all()
+    # The frame and itself rotated by 45 degrees overlap in a regular octagon: 2(sqrt 2 - 1).
+    kept = (out == 200).all(-1).mean()
+    assert kept == pytest.approx(2 * np.sqrt(2) - 2, abs=0.02)
+
+
+def test_bad_op_name_is_one_line_error():
+    picture = np.zeros((10, 10, 3), np.uint8)
+    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [10], [10])
+    with pytest.raises(ValueError, match="op 'spin'"):
+        warp.plan([picture], drawn, [[("spin", 1.0)]], (10, 10))
