@@ -1,0 +1,107 @@
+"""Random erasing as timm's `RandomErasing(probability, mode="pixel")`, on uint8 outputs.
+
+Per picture, from (seed, epoch, example) (`draws.ERASE`): with `probability`, up to 10
+tries of a box whose area is uniform in [min_area, max_area] of the picture's (0.02 -
+1/3) and whose aspect (height / width, as timm's) is log-uniform in [min_aspect,
+1 / min_aspect] (0.3 - 3.3); h = round(sqrt(area * aspect)), w = round(sqrt(area /
+aspect)); the first that fits strictly inside (h < H, w < W) is placed at a uniform
+position (top in 0 .. H - h inclusive, as Python's randint) and filled with per-pixel
+random values; none fits: nothing is erased. One box (timm's max_count 1).
+
+timm erases after normalization, with standard-normal values z per pixel and channel;
+in uint8 terms a value is mean + std * z of that channel (ImageNet's: 255 * (0.485,
+0.456, 0.406) and 255 * (0.229, 0.224, 0.225)), rounded and clipped to 0..255. The clip
+is the only difference from timm's float values: about 3% of them fall outside
+(|z| beyond about 2.1 at the channels' means) and land on 0 or 255.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fast_tfds.augment import draws
+
+MEAN = 255 * np.array([0.485, 0.456, 0.406])
+STD = 255 * np.array([0.229, 0.224, 0.225])
+
+
+@dataclasses.dataclass(frozen=True)
+class Boxes:
+    """int64 [n] each: top, left, height, width; height 0 where nothing is erased.
+    seeds: uint64 [n], each box's pixel values' seed."""
+
+    top: np.ndarray
+    left: np.ndarray
+    height: np.ndarray
+    width: np.ndarray
+    seeds: np.ndarray
+
+
+def check(probability, min_area=0.02, max_area=1 / 3, min_aspect=0.3) -> None:
+    """One-line errors naming the field."""
+    for name, value in (("erase", probability), ("min_area", min_area), ("max_area", max_area)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+    if min_area > max_area:
+        raise ValueError(f"min_area={min_area!r}: must be at most max_area={max_area!r}")
+    if isinstance(min_aspect, bool) or not isinstance(min_aspect, (int, float)) or min_aspect <= 0:
+        raise ValueError(f"min_aspect={min_aspect!r}: must be a number > 0")
+
+
+def sample(
+    probability: float,
+    seed: int,
+    epoch: int,
+    indices,
+    output_size: tuple[int, int],
+    *,
+    min_area: float = 0.02,
+    max_area: float = 1 / 3,
+    min_aspect: float = 0.3,
+) -> Boxes:
+    """Each example's box in an output of `output_size` (height, width)."""
+    check(probability, min_area, max_area, min_aspect)
+    height, width = output_size
+    u = draws.block(seed, epoch, indices, draws.ERASE, draws.ERASE_DRAWS)
+    n, tries = len(u), draws.ERASE_TRIES
+    tried = u[:, 1 : 1 + 4 * tries].reshape(n, tries, 4)
+    area = (min_area + tried[..., 0] * (max_area - min_area)) * (height * width)
+    log_low, log_high = np.log(min_aspect), np.log(1 / min_aspect)
+    aspect = np.exp(log_low + tried[..., 1] * (log_high - log_low))
+    h = np.round(np.sqrt(area * aspect)).astype(np.int64)
+    w = np.round(np.sqrt(area / aspect)).astype(np.int64)
+    fits = (h < height) & (w < width)
+    first = np.argmax(fits, axis=1)
+    rows = np.arange(n)
+    found = fits[rows, first] & (u[:, 0] <= probability)  # timm: skip if random() > p
+    h, w = h[rows, first], w[rows, first]
+    top = np.floor(tried[rows, first, 2] * (height - h + 1)).astype(np.int64)
+    left = np.floor(tried[rows, first, 3] * (width - w + 1)).astype(np.int64)
+    zero = np.zeros(n, np.int64)
+    seeds = (u[:, -1] * 2.0**53).astype(np.uint64)
+    return Boxes(
+        top=np.where(found, top, zero),
+        left=np.where(found, left, zero),
+        height=np.where(found, h, zero),
+        width=np.where(found, w, zero),
+        seeds=seeds,
+    )
+
+
+def erase_into(out: np.ndarray, boxes: Boxes, i: int) -> None:
+    """Fills example i's box of out[i]'s picture `out` ([H, W, 3] uint8) with its random
+    pixels (numpy's generator fills without the GIL; a few numpy passes on at most a
+    third of the picture)."""
+    h, w = int(boxes.height[i]), int(boxes.width[i])
+    if h == 0:
+        return
+    rng = np.random.Generator(np.random.Philox(int(boxes.seeds[i])))
+    values = rng.standard_normal((h, w, 3), dtype=np.float32)
+    values *= STD.astype(np.float32)
+    values += MEAN.astype(np.float32)
+    np.rint(values, out=values)
+    np.clip(values, 0, 255, out=values)
+    top, left = int(boxes.top[i]), int(boxes.left[i])
+    out[top : top + h, left : left + w] = values

@@ -1,0 +1,130 @@
+"""MixUp / CutMix of a batch and its labels, as timm's `Mixup(mode="batch")`, in numpy.
+
+Per batch, seeded by (seed, epoch, batch index) alone: with probability `prob`, mix;
+when both alphas are on, CutMix with probability `switch_prob`, else MixUp; lambda
+drawn from Beta(alpha, alpha) of the one chosen. Every picture i is mixed with picture
+B - 1 - i of the same batch (timm's `x.flip(0)`):
+
+- MixUp: lambda * x_i + (1 - lambda) * x_(B-1-i).
+- CutMix: a box of (1 - lambda) of the area (sides int(H sqrt(1 - lambda)) and
+  int(W sqrt(1 - lambda)), centered on a uniform pixel, clipped to the picture) is
+  pasted from x_(B-1-i); lambda then becomes 1 - the clipped box's area / H W (timm's
+  `correct_lam`), so the label weights are the pasted area's.
+
+Labels become float32 one-hot rows [B, num_classes], smoothed (off = smoothing / C, on =
+1 - smoothing + off) and mixed with the same lambda: each row sums to 1.
+`label_smoothing` without alphas gives smoothed one-hot rows and leaves the pictures.
+
+An odd batch (a last partial one): timm refuses it; here its middle picture pairs with
+itself, so it stays as it is and keeps its own label (weights lambda and 1 - lambda on
+the same class). uint8 pictures: MixUp rounds the blend to whole levels (a quantization
+of at most half a level, invisible to a model that normalizes its input); pass
+`dtype=np.float32` for unquantized values. CutMix copies pixels: exact in either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fast_tfds.augment import windows
+
+# The batch's key in `windows.uniforms`: a different epoch stream than the examples'
+# (bit 62 set), so batch b never shares draws with example b.
+_BATCH_STREAM = 1 << 62
+
+
+@dataclasses.dataclass(frozen=True)
+class Mixing:
+    """timm's Mixup arguments (mode "batch", correct_lam True)."""
+
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    prob: float = 1.0
+    switch_prob: float = 0.5
+    label_smoothing: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("mixup_alpha", "cutmix_alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name}={value!r}: must be a number >= 0 (0 = off)")
+        for name in ("prob", "switch_prob", "label_smoothing"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 <= value <= 1
+            ):
+                raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+
+    def draw(self, seed: int, epoch: int, batch: int, height: int, width: int):
+        """(lambda, box or None): box (y0, y1, x0, x1) for CutMix; lambda corrected."""
+        key = windows.uniforms(seed, epoch ^ _BATCH_STREAM, [batch], 4)[0]
+        if not (self.mixup_alpha > 0 or self.cutmix_alpha > 0) or key[0] >= self.prob:
+            return 1.0, None
+        rng = np.random.Generator(np.random.Philox(int(key[1] * 2.0**53)))
+        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
+            cutmix = key[2] < self.switch_prob
+        else:
+            cutmix = self.cutmix_alpha > 0
+        alpha = self.cutmix_alpha if cutmix else self.mixup_alpha
+        lam = float(rng.beta(alpha, alpha))
+        if not cutmix:
+            return lam, None
+        ratio = np.sqrt(1 - lam)
+        cut_h, cut_w = int(height * ratio), int(width * ratio)
+        cy, cx = int(rng.integers(0, height)), int(rng.integers(0, width))
+        y0, y1 = np.clip([cy - cut_h // 2, cy + cut_h // 2], 0, height)
+        x0, x1 = np.clip([cx - cut_w // 2, cx + cut_w // 2], 0, width)
+        lam = 1.0 - float((y1 - y0) * (x1 - x0)) / (height * width)
+        return lam, (int(y0), int(y1), int(x0), int(x1))
+
+
+def one_hot(labels, num_classes: int, smoothing: float = 0.0) -> np.ndarray:
+    """float32 [B, num_classes], timm's smoothed one-hot."""
+    labels = np.asarray(labels, np.int64).reshape(-1)
+    if num_classes < 1 or ((labels < 0) | (labels >= num_classes)).any():
+        raise ValueError(f"num_classes={num_classes!r}: every label must be in [0, num_classes)")
+    off = smoothing / num_classes
+    rows = np.full((len(labels), num_classes), off, np.float32)
+    rows[np.arange(len(labels)), labels] = 1.0 - smoothing + off
+    return rows
+
+
+def mix(
+    images: np.ndarray,
+    labels,
+    num_classes: int,
+    mixing: Mixing,
+    *,
+    seed: int,
+    epoch: int,
+    batch: int,
+    dtype=None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """(images, targets, lambda) of batch `batch` of `epoch`. `images` [B, H, W, C] is
+    mixed in place when it has the output's dtype (`dtype`, default: its own), else a
+    new array of `dtype` is returned."""
+    dtype = np.dtype(images.dtype if dtype is None else dtype)
+    out = images if images.dtype == dtype else images.astype(dtype)
+    targets = one_hot(labels, num_classes, mixing.label_smoothing)
+    if len(targets) != len(images):
+        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
+    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
+    if lam == 1.0:
+        return out, targets, lam
+    partner = out[::-1].copy()
+    if box is not None:
+        y0, y1, x0, x1 = box
+        out[:, y0:y1, x0:x1] = partner[:, y0:y1, x0:x1]
+    elif dtype == np.uint8:
+        blended = out * np.float32(lam) + partner * np.float32(1 - lam)
+        np.rint(blended, out=blended)
+        out[...] = blended
+    else:
+        out *= dtype.type(lam)
+        out += partner * dtype.type(1 - lam)
+    targets = targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
+    return out, targets, lam
