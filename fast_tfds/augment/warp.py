@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import cv2
 import numpy as np
 
-from fast_tfds.augment import affine, kernels, ops
+from fast_tfds.augment import affine, erasing, kernels, ops
 from fast_tfds.augment.windows import Windows
 
 # Past this shrink, bilinear sampling aliases: the same threshold as kernels' area filter.
@@ -63,6 +63,7 @@ class Plan:
     warped: bool [n], geometry beyond crop and flip.
     boxes: [n, 4] (y0, y1, x0, x1) whole-pixel windows, for the unwarped path.
     flip: bool [n]. steps: per example, its `Step`s in order. fill: the RGB fill.
+    erase: the boxes random erasing fills last, or None.
     """
 
     matrices: np.ndarray
@@ -72,6 +73,7 @@ class Plan:
     flip: np.ndarray
     steps: list[list[Step]]
     fill: tuple[int, int, int]
+    erase: erasing.Boxes | None = None
 
     def __len__(self) -> int:
         return len(self.matrices)
@@ -80,16 +82,18 @@ class Plan:
 def plan(
     pictures: Sequence[np.ndarray],
     windows: Windows,
-    recipes: Sequence[Sequence[tuple[str, float]]],
+    recipes: Sequence[Sequence[tuple]],
     output_size: tuple[int, int],
     *,
     fill: tuple[int, int, int] = (0, 0, 0),
     scale_y=None,
     scale_x=None,
+    erase: erasing.Boxes | None = None,
 ) -> Plan:
-    """Each example's window and flip (`windows`), then its recipe: (op name, argument)
-    pairs in order (`ops.NAMES`; arguments as the op modules take them), in the output
-    frame of `output_size` (height, width)."""
+    """Each example's window and flip (`windows`), then its recipe: (op, argument) pairs
+    in order, an op being a name of `ops.NAMES` (arguments as the op modules take them)
+    or a pixel op's callable, in the output frame of `output_size` (height, width); then
+    the erased boxes, if any."""
     n = len(windows)
     if len(recipes) != n or len(pictures) != n:
         raise ValueError(f"{len(pictures)} pictures, {n} windows, {len(recipes)} recipes")
@@ -111,7 +115,9 @@ def plan(
         maps = []
         own: list[Step] = []
         for name, argument in recipe:
-            if name in ops.GEOMETRIC:
+            if callable(name):
+                own.append(Step(name, float(argument)))
+            elif name in ops.GEOMETRIC:
                 maps.append(ops.GEOMETRIC[name](argument, height, width))
                 own.append(Step(None, remaining=None))
             elif name in ops.PIXEL:
@@ -137,6 +143,7 @@ def plan(
         flip=np.asarray(windows.flip, bool),
         steps=steps,
         fill=tuple(int(v) for v in fill),
+        erase=erase,
     )
 
 
@@ -196,6 +203,8 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
             step.op(out, step.argument)
         else:
             _fill(out, step.remaining, fill)
+    if batch.erase is not None:
+        erasing.erase_into(out, batch.erase, i)
 
 
 _local = threading.local()

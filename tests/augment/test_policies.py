@@ -25,7 +25,7 @@ def test_trivial_augment_chooses_each_op_about_equally_often():
     drawn = policies.parse("trivial_augment_wide").draw(7, 0, INDICES, (224, 224))
     counts = np.bincount(drawn.ops[:, 0], minlength=len(torchvision.OPS))
     # 13 degrees of freedom: a fair draw passes 60 with p < 1e-7 (the seed is fixed, so
-    # it never flakes); one op drawn 1.5x as often as the others would score about 180.
+    # it never flakes); one op drawn 1.5x as often as the others would score about 270.
     assert _chi_square(counts) < 60
     assert counts.min() > 0.8 * N / 14
 
