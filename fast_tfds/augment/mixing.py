@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import cv2
 import numpy as np
 
-from fast_tfds.augment import windows
+from fast_tfds.augment import kernels, windows
 
 # The batch's key in `windows.uniforms`: a different epoch stream than the examples'
 # (bit 62 set), so batch b never shares draws with example b.
@@ -103,6 +104,7 @@ def mix(
     epoch: int,
     batch: int,
     dtype=None,
+    num_threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(images, targets, lambda) of batch `batch` of `epoch`. `images` [B, H, W, C] is
     mixed in place when it has the output's dtype (`dtype`, default: its own), else a
@@ -115,16 +117,27 @@ def mix(
     lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
     if lam == 1.0:
         return out, targets, lam
-    partner = out[::-1].copy()
+    pairs = len(out) // 2  # an odd batch's middle picture pairs with itself: unchanged
     if box is not None:
         y0, y1, x0, x1 = box
-        out[:, y0:y1, x0:x1] = partner[:, y0:y1, x0:x1]
+        top, bottom = out[:pairs, y0:y1, x0:x1], out[len(out) - pairs :, y0:y1, x0:x1][::-1]
+        swapped = top.copy()
+        top[...] = bottom
+        bottom[...] = swapped
     elif dtype == np.uint8:
-        blended = out * np.float32(lam) + partner * np.float32(1 - lam)
-        np.rint(blended, out=blended)
-        out[...] = blended
+        # cv2.addWeighted rounds to the nearest level and releases the GIL; pairs in threads.
+        kernels._parallel(pairs, num_threads, lambda i: _blend_pair(out, i, lam))
     else:
+        partner = out[::-1].copy()
         out *= dtype.type(lam)
         out += partner * dtype.type(1 - lam)
     targets = targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
     return out, targets, lam
+
+
+def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
+    """Pictures i and B - 1 - i, each lam of itself and 1 - lam of the other."""
+    a, b = out[i], out[len(out) - 1 - i]
+    kept = a.copy()
+    cv2.addWeighted(a, lam, b, 1 - lam, 0, dst=a)
+    cv2.addWeighted(b, lam, kept, 1 - lam, 0, dst=b)

@@ -17,5 +17,6 @@ def of(image: np.ndarray) -> np.ndarray:
 def apply_luts(image: np.ndarray, luts: np.ndarray) -> None:
     """image[..., c] <- luts[c][image[..., c]], in place, one pass (cv2.LUT with a
     3-channel table)."""
-    table = np.ascontiguousarray(luts.T.reshape(256, 1, 3).astype(np.uint8))
+    table = np.empty((256, 1, 3), np.uint8)
+    table[:, 0, :] = luts.T
     cv2.LUT(image, table, dst=image)
