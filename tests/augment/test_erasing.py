@@ -54,3 +54,10 @@ def test_pixels_follow_imagenet_mean_and_spread_and_repeat():
 def test_bad_probability(value):
     with pytest.raises(ValueError, match="erase="):
         erasing.sample(value, 0, 0, [0], (224, 224))
+
+
+def test_boxes_are_per_example_whatever_the_batch():
+    whole = erasing.sample(0.5, 4, 1, np.arange(50), (224, 224))
+    alone = erasing.sample(0.5, 4, 1, [37], (224, 224))
+    for field in ("top", "left", "height", "width", "seeds"):
+        assert getattr(whole, field)[37] == getattr(alone, field)[0]
