@@ -14,7 +14,11 @@ at 224 px into a preallocated uint8 batch, with `--threads` threads, best round 
 - RandAugment: torchvision's (2 ops, bin 9 of 31);
 - timm rand-m9-mstd0.5-inc1 + erasing 0.25;
 - crop + flip + MixUp/CutMix: timm's recipe (0.8 / 1.0, switch 0.5, smoothing 0.1) on
-  each uint8 batch after today's kernel.
+  each uint8 batch after today's kernel;
+- PIL per picture: what torchvision's transforms run on PIL pictures for RandomResizedCrop
+  + flip + TrivialAugmentWide + RandomErasing(0.25) (PIL crop, bilinear resize, flip, the
+  op by ImageOps / ImageEnhance / `Image.transform` with torchvision's NEAREST, erasing in
+  numpy), same draws as ours, one picture at a time in this thread: the per-core peer.
 
 Each row gives images/s, images per CPU-second of this process (user + system, less
 distorted by other work on a shared machine), and both as a ratio to crop + flip.
@@ -78,6 +82,19 @@ def rows(threads: int):
         batch = int(indices[0])
         mixing.mix(out, labels, 120, mix, seed=0, epoch=epoch, batch=batch, num_threads=threads)
 
+    trivial = policies.parse("trivial_augment_wide")
+
+    def pil_reference(pictures, epoch, indices, out):
+        from fast_tfds.augment import erasing
+
+        sizes = [p.shape[:2] for p in pictures]
+        drawn = windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
+        ops = trivial.draw(0, epoch, indices, (SIZE, SIZE)).recipes()
+        boxes = erasing.sample(0.25, 0, epoch, indices, (SIZE, SIZE))
+        for i, picture in enumerate(pictures):
+            out[i] = _pil_one(picture, drawn.window(i), drawn.flip[i], ops[i])
+            erasing.erase_into(out[i], boxes, i)
+
     return {
         "crop + flip (today's kernel)": today,
         "+ rotation 15 (warp kernel)": strong(recipe.Recipe(plain, rotate=15.0)),
@@ -91,7 +108,38 @@ def rows(threads: int):
             recipe.Recipe(plain, policy=policies.parse("rand-m9-mstd0.5-inc1"), erase=0.25)
         ),
         "crop + flip + MixUp/CutMix (timm)": mixed,
+        "PIL per picture: TrivialAugmentWide + erasing": pil_reference,
     }
+
+
+def _pil_one(picture, window, flip, ops) -> np.ndarray:
+    """torchvision's PIL path for one picture (see the module's docstring)."""
+    from PIL import Image, ImageEnhance, ImageOps
+
+    from fast_tfds.augment import ops as our_ops
+
+    top, left, height, width = window
+    image = Image.fromarray(picture).crop((left, top, left + width, top + height))
+    image = image.resize((SIZE, SIZE), Image.BILINEAR)
+    if flip:
+        image = image.transpose(Image.FLIP_LEFT_RIGHT)
+    enhance = {"brightness": ImageEnhance.Brightness, "color": ImageEnhance.Color}
+    enhance |= {"contrast": ImageEnhance.Contrast, "sharpness": ImageEnhance.Sharpness}
+    for name, argument in ops:
+        if name in our_ops.GEOMETRIC:
+            coefficients = tuple(our_ops.GEOMETRIC[name](argument, SIZE, SIZE)[:2].reshape(-1))
+            image = image.transform(image.size, Image.AFFINE, coefficients, Image.NEAREST)
+        elif name in enhance:
+            image = enhance[name](image).enhance(argument)
+        elif name == "posterize":
+            image = ImageOps.posterize(image, int(argument))
+        elif name == "solarize":
+            image = ImageOps.solarize(image, argument)
+        elif name == "autocontrast":
+            image = ImageOps.autocontrast(image)
+        elif name == "equalize":
+            image = ImageOps.equalize(image)
+    return np.asarray(image)
 
 
 def timed(serve, pictures, passes: int) -> tuple[float, float]:
