@@ -64,6 +64,8 @@ def apply_into(
     pictures. heights, widths: the sizes the windows are drawn for (default: the
     pictures'); scale_y, scale_x: from those to the pictures' pixels, as in `kernels`."""
     indices = np.asarray(indices).reshape(-1)
+    if (heights is None) != (widths is None):
+        raise ValueError("heights and widths: give both (the windows' picture sizes) or neither")
     if heights is None:
         heights = [p.shape[0] for p in pictures]
         widths = [p.shape[1] for p in pictures]
