@@ -7,7 +7,8 @@ in the recipe's order: pixel ops, and the fills that geometric ops leave.
 - No geometry (the crop and flip of today's kernel, and a policy that drew only pixel
   ops): the window is cut and resized exactly as `kernels` does (bilinear, the area
   filter past a 2x shrink), then flipped, so those pictures are today's to the bit.
-- Geometry: one `cv2.warpAffine` (bilinear) from the picture straight into the output.
+- Geometry: one `cv2.warpAffine` (bilinear) from the picture's window straight to the
+  output's size (through a 4-channel copy: see `warp_into`).
   Bilinear sampling aliases when it shrinks by more than about 2x, so a crop that
   shrinks more is first cut and resized to the output size as `kernels` does (the
   area filter), and the warp applies the flip and the geometric ops to that: two
