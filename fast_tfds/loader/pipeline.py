@@ -390,7 +390,10 @@ class FastLoaderIterator(grain.DatasetIterator):
         self._position = state["epoch"] * per_epoch + state["batch_in_epoch"]
         stop_epoch = state["stop_epoch"]
         self._stop = None if stop_epoch is None else stop_epoch * per_epoch
-        # The loader's clock moves as this iterator completes its epochs.
+        # The epochs before the restored one are complete: the loader's next iter() does
+        # not start before it (and comes after it once this iterator completes it).
+        if self._position >= per_epoch:
+            self._loader.pass_clock.completed(self._position // per_epoch - 1)
 
     def start_prefetch(self) -> None:
         """Starts decoding now rather than at the first batch (Grain's checkpointing calls it)."""

@@ -163,6 +163,7 @@ def test_a_state_saved_before_the_pass_clock_still_restores(cats_array_record_di
     iterator = iter(loader)
     assert set(iterator.get_state()) == set(old)  # the same keys as before
     iterator.set_state(json.loads(json.dumps(old)))
+    assert loader.pass_clock.start().epoch == 1  # epoch 0 was complete when it was saved
     resumed = list(iterator)
     run = iter(cats_loader(cats_array_record_dir, num_epochs=3))
     expected = [next(run) for _ in range(3 * len(loader))][len(loader) + 2 :]
