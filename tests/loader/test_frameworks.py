@@ -1,5 +1,5 @@
 """The loader in the frameworks, each run in a fresh interpreter (tests/loader/
-framework_runs.py): Keras 3 takes it as it is on every backend (fit with validation,
+new_process.py): Keras 3 takes it as it is on every backend (fit with validation,
 predict in record order, evaluate; Keras' epoch k is data epoch k, a new pass each),
 a resumed Keras run (BackupAndRestore, initial_epoch) gets the batches an uninterrupted
 one had, and Orbax saves the iterator beside the parameters and resumes it mid-epoch
@@ -8,14 +8,10 @@ in a new process. Backends that are not installed are skipped (torch is not, her
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import sys
 
 import pytest
 
-from tests.children import Child
-from tests.helpers import REPO, child_env
+from tests.loader.new_process import run
 
 
 def installed(*modules: str) -> bool:
@@ -32,28 +28,6 @@ BACKENDS = [
     for backend, module in (("jax", "jax"), ("tensorflow", "tensorflow"), ("torch", "torch"))
 ]
 needs_jax = pytest.mark.skipif(not installed("jax"), reason="needs jax, which is not installed")
-
-
-def run(kind: str, data_dir, folder, mode: str, backend: str = "jax") -> dict:
-    """One run of framework_runs in a new process; its RESULT."""
-    env = child_env(KERAS_BACKEND=backend, PYTHONPATH=os.fspath(REPO))
-    child = Child(
-        [
-            sys.executable,
-            "-m",
-            "tests.loader.framework_runs",
-            kind,
-            str(data_dir),
-            str(folder),
-            mode,
-        ],
-        env=env,
-        cwd=REPO,
-    )
-    line, _ = child.line_starting("RESULT ")
-    child.communicate()
-    assert child.returncode == 0, child.stderr_text()[-3000:]
-    return json.loads(line.removeprefix("RESULT "))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -97,6 +71,19 @@ def test_a_resumed_keras_run_gets_the_batches_of_an_uninterrupted_one(
     assert resumed["batches"] == full[2 * per_epoch :]
     initial = run("fit", cats_array_record_dir, tmp_path / "initial", "initial")
     assert initial["batches"] == full[2 * per_epoch :]
+
+
+@needs_jax
+def test_an_endless_loader_with_steps_per_epoch_resumes_at_its_batch_position(
+    cats_array_record_dir, tmp_path
+):
+    # num_epochs=None and fit(steps_per_epoch=len(loader)): Keras keeps one iterator for
+    # the whole run; KerasEpochs places it once, at epoch * steps_per_epoch.
+    full = run("fit", cats_array_record_dir, tmp_path, "endless-full")
+    assert full["batches"] == full["plain"]
+    per_epoch = len(full["plain"]) // 3
+    initial = run("fit", cats_array_record_dir, tmp_path, "endless-initial")
+    assert initial["batches"] == full["batches"][2 * per_epoch :]
 
 
 @pytest.mark.skipif(

@@ -1,7 +1,8 @@
 """shuffle=False is the split's record order: the order of TFDS's own reader with
 `shuffle_files=False` and one file at a time, compared label by label and pixel by
 pixel, on every path of the loader (no cache, the cache, a persistent file a shuffled
-run filled, augment=, hosts' shares, worker processes), on every pass."""
+run filled, augment=, hosts' shares, worker processes), on every pass and in a new
+process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 from fast_tfds import Augment
+from tests.loader.new_process import run
 from tests.loader.test_augment import expected_epoch
 from tests.pairs import digest
 
@@ -98,6 +100,10 @@ def test_a_persistent_file_a_shuffled_run_filled_serves_the_record_order(
     # Worker processes map the same file.
     workers = cats_loader(cats_array_record_dir, num_workers=2, **persist)
     assert examples(workers) == record_order
+    # And a new process, from the file and from the records.
+    for mode in ("persist", "records"):
+        passes = run("order", cats_array_record_dir, tmp_path, mode)["passes"]
+        assert [[tuple(e) for e in p] for p in passes] == [record_order, record_order]
 
 
 @pytest.mark.parametrize("cache", [False, True])

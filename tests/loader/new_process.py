@@ -1,6 +1,6 @@
-"""Runs of the loader in a framework, each in a fresh interpreter (a resumed run is a new
-process): `python -m tests.loader.framework_runs KIND DATA_DIR FOLDER`, which prints
-`RESULT <json>` last. Keras' backend is the environment's KERAS_BACKEND.
+"""Runs of the loader each in a fresh interpreter (a resumed run is a new process):
+`run(KIND, DATA_DIR, FOLDER, MODE)` starts `python -m tests.loader.new_process ...`,
+which prints `RESULT <json>` last. Keras' backend is KERAS_BACKEND.
 
 Each batch is recorded as a digest of its images (and labels, where the run sees
 them), as the framework received it: Keras' model runs eagerly, so that a layer sees
@@ -10,9 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 
 import numpy as np
+
+
+def run(kind: str, data_dir, folder, mode: str, backend: str = "jax") -> dict:
+    """One run in a new process (Keras on `backend`); its RESULT."""
+    from tests.children import Child
+    from tests.helpers import REPO, child_env
+
+    child = Child(
+        [sys.executable, "-m", "tests.loader.new_process", kind, str(data_dir), str(folder), mode],
+        env=child_env(KERAS_BACKEND=backend, PYTHONPATH=os.fspath(REPO)),
+        cwd=REPO,
+    )
+    line, _ = child.line_starting("RESULT ")
+    child.communicate()
+    assert child.returncode == 0, child.stderr_text()[-3000:]
+    return json.loads(line.removeprefix("RESULT "))
+
 
 SIZES = dict(start=32, end=96, start_epoch=0, end_epoch=2, step=32)  # 32, 64, 96
 
@@ -101,14 +119,18 @@ def keras_model(recorded: list):
 
 def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
     """mode 'full': 3 epochs; 'stopped': stopped after epoch 1 with BackupAndRestore in
-    `folder`; 'backup': a new process resuming it; 'initial': fit(initial_epoch=2)."""
+    `folder`; 'backup': a new process resuming it; 'initial': fit(initial_epoch=2).
+    'endless-full', 'endless-initial': the same with num_epochs=None and steps_per_epoch
+    (one iterator for the whole run)."""
     import keras
 
     import fast_tfds
 
     # Keras' TensorFlow backend fixes the shapes from the first batches it reads.
     progressive = keras.backend.backend() != "tensorflow"
-    loader = train_loader(data_dir, progressive)
+    endless = mode.startswith("endless-")
+    mode = mode.removeprefix("endless-")
+    loader = train_loader(data_dir, progressive, num_epochs=None if endless else 1)
     recorded: list = []
     epochs: list = []
     model = keras_model(recorded)
@@ -128,6 +150,7 @@ def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
             loader,
             epochs=3,
             initial_epoch=2 if mode == "initial" else 0,
+            steps_per_epoch=len(loader) if endless else None,
             callbacks=callbacks,
             verbose=0,
             shuffle=False,
@@ -188,7 +211,33 @@ def keras_predict(data_dir: str, folder: str, mode: str) -> dict:
     }
 
 
+def order(data_dir: str, folder: str, mode: str) -> dict:
+    """Two passes of shuffle=False: each example's (pixels digest, label), in order;
+    mode 'persist': served from the persistent file in `folder`."""
+    import cats_vs_dogs_fast
+
+    persist = {"cache": True, "persist": True, "cache_dir": folder} if mode == "persist" else {}
+    loader = cats_vs_dogs_fast.as_fast_loader(
+        "train",
+        data_dir=data_dir,
+        download_and_prepare=False,
+        batch_size=6,
+        shuffle=False,
+        num_threads=2,
+        **persist,
+    )
+    passes = [
+        [
+            [hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest(), int(label)]
+            for images, labels in loader
+            for image, label in zip(images, labels, strict=True)
+        ]
+        for _ in range(2)
+    ]
+    return {"passes": passes}
+
+
 if __name__ == "__main__":
     kind, data_dir, folder, mode = sys.argv[1:5]
-    run = {"orbax": orbax, "fit": keras_fit, "predict": keras_predict}[kind]
+    run = {"orbax": orbax, "fit": keras_fit, "predict": keras_predict, "order": order}[kind]
     print("RESULT " + json.dumps(run(data_dir, folder, mode)), flush=True)
