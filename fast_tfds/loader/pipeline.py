@@ -52,6 +52,9 @@ from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
 
 STATE_VERSION = 1
+# An iterator's first batches that the loader keeps a copy of, for the next iterator:
+# Keras reads two to infer shapes, then starts the epoch with a new iterator.
+PEEKED = 2
 
 # Loaders with a running stream, closed at exit while the modules that Grain's
 # shared-memory cleanup needs still exist.
@@ -96,6 +99,7 @@ class FastLoader(grain.IterDataset):
         self.persist_identity = persist_identity
         self._stream = None  # The running batch iterator, and the position it is at.
         self._stream_position = -1
+        self._peeked: dict[int, Any] = {}  # position: an iterator's first batches (copies)
         if len(source) < options.shard_count:
             raise ValueError(
                 f"shard_count={options.shard_count}: {source.dataset} {source.split} has "
@@ -275,9 +279,12 @@ class FastLoader(grain.IterDataset):
 
         return TorchBatches(self)
 
-    def batch_at(self, position: int):
-        """Batch number `position` of the endless sequence of epochs."""
+    def batch_at(self, position: int, *, first: bool = False):
+        """Batch number `position` of the endless sequence of epochs; `first`: one of
+        the first `PEEKED` batches of an iterator."""
         if self._stream is None or self._stream_position != position:
+            if position in self._peeked:
+                return self._peeked.pop(position)
             self.close()
             self._stream = iter(self._batches_from(position))
             _RUNNING.add(self)
@@ -288,6 +295,14 @@ class FastLoader(grain.IterDataset):
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
             batch = _copied(batch)
+        if first:
+            # An iterator's first batches may be a peek (Keras reads two for the shapes,
+            # then starts the epoch again): a copy of each (the caller may change its
+            # own) lets the next iterator replay them and continue the stream, rather
+            # than restart the threads and workers.
+            self._peeked[position] = _copied(batch)
+        else:
+            self._peeked.clear()
         return batch
 
     def _batches_from(self, start: int) -> grain.IterDataset:
@@ -313,6 +328,7 @@ class FastLoader(grain.IterDataset):
     def close(self) -> None:
         """Stops the decode threads and worker processes; the next batch restarts them."""
         stream, self._stream, self._stream_position = self._stream, None, -1
+        self._peeked.clear()
         if stream is not None and hasattr(stream, "close"):
             stream.close()
 
@@ -349,7 +365,7 @@ class FastLoaderIterator(grain.DatasetIterator):
     def __init__(self, loader: FastLoader, start: int, stop: int | None):
         super().__init__()
         self._loader = loader
-        self._position = start
+        self._position = self._start = start
         self._stop = stop
 
     @property
@@ -361,7 +377,7 @@ class FastLoaderIterator(grain.DatasetIterator):
         if self._stop is not None and self._position >= self._stop:
             raise StopIteration
         position = self._position
-        batch = self._loader.batch_at(position)
+        batch = self._loader.batch_at(position, first=position - self._start < PEEKED)
         self._position += 1
         per_epoch = len(self._loader)
         if self._position % per_epoch == 0:  # the epoch's last batch, delivered now
@@ -387,7 +403,7 @@ class FastLoaderIterator(grain.DatasetIterator):
                 + ", ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in different.items())
             )
         per_epoch = len(self._loader)
-        self._position = state["epoch"] * per_epoch + state["batch_in_epoch"]
+        self._position = self._start = state["epoch"] * per_epoch + state["batch_in_epoch"]
         stop_epoch = state["stop_epoch"]
         self._stop = None if stop_epoch is None else stop_epoch * per_epoch
         # The epochs before the restored one are complete: the loader's next iter() does

@@ -6,6 +6,7 @@ of a multi-host evaluation get the same number of full batches."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 
 import numpy as np
@@ -86,12 +87,18 @@ def test_set_epoch_resumes_where_an_uninterrupted_run_was(cats_array_record_dir)
         resumed.set_epoch(0, batch=99)
 
 
-def test_the_running_stream_carries_on_into_the_next_pass(cats_array_record_dir):
-    loader = cats_loader(cats_array_record_dir)
-    list(loader)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_running_stream_carries_on_through_peeks_and_passes(cats_array_record_dir, workers):
+    loader = cats_loader(cats_array_record_dir, num_workers=workers)
+    peeked = list(itertools.islice(loader, 2))  # Keras' shape reads
     stream = loader._stream
-    list(loader)
-    assert loader._stream is stream  # the next pass continued it: no restart
+    peeked[0][0][...] = 0  # what the peek does with its batches is its own business
+    first = list(loader)
+    assert loader._stream is stream  # replayed the peek, then continued: no restart
+    second = list(loader)
+    assert loader._stream is stream  # the next pass continued it too
+    fresh = cats_loader(cats_array_record_dir)
+    assert same(first, list(fresh)) and same(second, list(fresh))
 
 
 def test_with_index_gives_each_examples_index_in_the_split(cats_array_record_dir):
