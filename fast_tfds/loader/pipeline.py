@@ -415,8 +415,9 @@ class FastLoaderIterator(grain.DatasetIterator):
         """Starts decoding now rather than at the first batch (Grain's checkpointing calls it)."""
 
     def close(self) -> None:
-        """Stops the loader's decode threads and workers (the next batch restarts them)."""
-        self._loader.close()
+        """Nothing to release: the decode threads and workers are the loader's, and run on
+        into its next pass (`FastLoader.close()` stops them). Grain's iterators close the
+        iterators they wrap when they are collected, as Keras' do at every epoch's end."""
 
     def __del__(self):
         # Grain's iterators close themselves when collected. This one must not: a

@@ -133,11 +133,13 @@ def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
     loader = train_loader(data_dir, progressive, num_epochs=None if endless else 1)
     recorded: list = []
     epochs: list = []
+    streams: set = set()
     model = keras_model(recorded)
 
     class Epochs(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             epochs.append([epoch, loader.pass_clock.start().epoch, len(recorded)])
+            streams.add(id(loader._stream))  # noqa: SLF001 (the decode threads' stream)
             if mode == "stopped" and epoch == 1:
                 raise KeyboardInterrupt  # the run dies after its backup of epoch 1
 
@@ -162,7 +164,7 @@ def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
         f"{i.shape[1]}:{batch_digest(i, [])}"
         for i, _ in train_loader(data_dir, progressive, num_epochs=3)
     ]
-    return {"batches": recorded, "epochs": epochs, "plain": plain}
+    return {"batches": recorded, "epochs": epochs, "plain": plain, "streams": len(streams)}
 
 
 def keras_predict(data_dir: str, folder: str, mode: str) -> dict:

@@ -40,6 +40,7 @@ def test_keras_fits_one_pass_per_epoch_and_epoch_k_is_data_epoch_k(
     # trained on exactly those batches: the shape reads replayed nothing, skipped nothing.
     assert result["epochs"] == [[k, k + 1, (k + 1) * per_epoch] for k in range(3)]
     assert result["batches"] == result["plain"]
+    assert result["streams"] == 1  # one run of the decode threads: no restart per epoch
     if backend != "tensorflow":  # progressive sizes, visible in each batch
         sizes = [int(b.split(":")[0]) for b in result["batches"]]
         assert sizes == [32] * per_epoch + [64] * per_epoch + [96] * per_epoch

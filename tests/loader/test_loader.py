@@ -330,7 +330,12 @@ def test_one_decode_stream_runs_through_the_epochs(cats_array_record_dir):
     assert loader._stream is stream
     iterator = iter(loader)
     next(iterator)
-    iterator.close()  # an explicit close stops it; the next batch restarts it
+    # A Grain iterator that wraps it closes it when collected (Keras' map, every epoch).
+    wrapped = loader.map(lambda batch: batch).__iter__()
+    next(wrapped)
+    del wrapped
+    assert loader._stream is stream
+    loader.close()  # the loader's close stops it; the next batch restarts it
     assert loader._stream is None
     assert len(next(iterator)[1]) == BATCH
 
