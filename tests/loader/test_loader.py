@@ -312,6 +312,7 @@ def test_bad_requests_get_one_line_errors(cats_data_dir, cats_array_record_dir, 
         ({"num_workers": -1}, "num_workers=-1: must be a non-negative integer"),
         ({"num_epochs": 0}, "num_epochs=0: must be a positive integer or None"),
         ({"shuffle": "yes"}, "shuffle='yes': must be True or False"),
+        ({"with_index": 1}, "with_index=1: must be True or False"),
     ]
     for options, message in bad:
         with pytest.raises(ValueError, match="^" + message) as excinfo:

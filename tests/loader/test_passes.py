@@ -176,3 +176,44 @@ def test_a_state_saved_before_the_pass_clock_still_restores(cats_array_record_di
     expected = [next(run) for _ in range(3 * len(loader))][len(loader) + 2 :]
     assert same(resumed, expected)
     assert loader.pass_clock.start().epoch == 3
+
+
+def test_padding_of_richer_targets_is_zero_and_each_host_reads_its_own(stanford_array_record_dir):
+    import stanford_dogs_tfrecord
+
+    def host(i):
+        return stanford_dogs_tfrecord.as_fast_loader(
+            "train",
+            data_dir=stanford_array_record_dir,
+            download_and_prepare=False,
+            batch_size=4,
+            shuffle=False,
+            with_index=True,
+            with_boxes=True,
+            max_boxes=3,
+            shard_index=i,
+            shard_count=3,
+        )
+
+    whole = stanford_dogs_tfrecord.as_fast_loader(
+        "train",
+        data_dir=stanford_array_record_dir,
+        download_and_prepare=False,
+        batch_size=4,
+        shuffle=False,
+        with_boxes=True,
+        max_boxes=3,
+    )
+    labels = np.concatenate([target["label"] for _, target in whole])
+    counts = collections.Counter()
+    for i in range(3):
+        for images, target, indices in host(i):
+            pad = indices < 0
+            counts.update(indices[~pad].tolist())
+            counts["padding"] += int(pad.sum())
+            assert np.array_equal(target["label"][~pad], labels[indices[~pad]])
+            assert not images[pad].any() and not target["label"][pad].any()
+            assert not target["bbox"][pad].any() and not target["num_boxes"][pad].any()
+            assert (target["num_boxes"][~pad] >= 1).all()
+    assert counts.pop("padding") > 0
+    assert counts == collections.Counter(range(len(labels)))
