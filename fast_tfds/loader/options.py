@@ -90,7 +90,8 @@ class LoaderOptions:
         the examples), to join predictions with the examples. With shard_count > 1
         and shuffle=False, every host then yields the same number of full batches
         (those of the largest share): padding examples, at the end, have index -1,
-        label 0 and a zero image (the mask is `indices >= 0`).
+        label 0 and a zero image (the mask is `indices >= 0`). For your own loops:
+        Keras' fit and evaluate read a third element as sample weights.
     """
 
     batch_size: int = 32
