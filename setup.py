@@ -21,6 +21,9 @@ LOADER = [
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
+# Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model
+# (docs/jax-pytorch.md): the CPU build of jax; a GPU machine installs "jax[cuda12]" itself.
+JAX = ["jax>=0.4.35", "orbax-checkpoint>=0.11.0"]
 TEST = [
     "pytest>=8.0",
     "pytest-xdist>=3.5",
@@ -106,8 +109,10 @@ setup(
         "demo": DEMO,
         "loader": LOADER,
         "bench": sorted({*BENCH, *LOADER}),
-        # The tests cover the samples, the benchmark and the loader too (not torch).
-        "test": sorted({*DEMO, *BENCH, *LOADER, *TEST}),
+        "jax": sorted({*LOADER, *JAX}),
+        # The tests cover the samples, the benchmark, the loader and its JAX recipes too
+        # (not torch).
+        "test": sorted({*DEMO, *BENCH, *LOADER, *JAX, *TEST}),
     },
     entry_points={
         "console_scripts": ["fast-tfds=fast_tfds.cli:main"],

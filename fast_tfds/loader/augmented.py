@@ -165,6 +165,8 @@ class AugmentedBatches:
     seed: int
     cache: LoaderCache | None = None
     sizes: ProgressiveResize | None = None  # each epoch's size, else decode.image_size
+    with_index: bool = False  # (images, targets, indices) batches
+    pad: Any = None  # `padding.Pad`: what an example of index -1 holds
 
     def __call__(self, elements: Sequence[tuple[int, int, Any]]):
         epochs = {int(epoch) for epoch, _, _ in elements}
@@ -172,12 +174,21 @@ class AugmentedBatches:
             raise RuntimeError(f"a batch spans epochs {sorted(epochs)}")
         (epoch,) = epochs
         indices = np.array([index for _, index, _ in elements], np.int64)
+        # Padding (index -1) ends a host's unshuffled share: the real examples lead.
+        real = int(np.count_nonzero(indices >= 0))
         size = self.decode.image_size if self.sizes is None else self.sizes.size(epoch)
         out = np.empty((len(elements), *size, 3), np.uint8)
-        if self.cache is None:
-            targets = self._decode_into(epoch, indices, [r for _, _, r in elements], out)
-        else:
-            targets = self._serve_into(epoch, indices, [r for _, _, r in elements], out)
+        out[real:] = 0
+        records = [r for _, _, r in elements[:real]]
+        targets = []
+        if real and self.cache is None:
+            targets = self._decode_into(epoch, indices[:real], records, out[:real])
+        elif real:
+            targets = self._serve_into(epoch, indices[:real], records, out[:real])
+        if real < len(elements):
+            targets += [self.pad.target] * (len(elements) - real)
+        if self.with_index:
+            return out, stack(targets), indices
         return out, stack(targets)
 
     def _decode_into(self, epoch: int, indices, records, out) -> list:

@@ -38,9 +38,12 @@ class LoaderOptions:
         `augment` cropping, a `ProgressiveResize` gives each epoch its own size.
       shuffle, seed: a new permutation of the shard every epoch; with a seed the
         orders repeat from run to run (without one a seed is drawn, and kept in
-        the iterator's state).
+        the iterator's state). shuffle=False: the split's record order (shard file
+        by shard file, record by record, as `tfds.data_source` indexes it), every
+        epoch, on every path.
       num_epochs: epochs per `iter(loader)`; None = endless (JAX style, with
-        steps). Each `iter()` continues with the next epoch.
+        steps). Each `iter()` starts at the epoch after the last one completed
+        (`FastLoader.pass_clock`).
       drop_remainder: drop each epoch's last, partial batch.
       shard_index, shard_count: this process's share of the examples, for
         multi-host training (jax.process_index(), jax.process_count()):
@@ -82,6 +85,13 @@ class LoaderOptions:
         loader stops with one line that says to fill it once with num_workers=0.
         Targets beyond the label (with_boxes) are not kept: the run caches in memory,
         with one log line. Off by default (disk is used only when asked).
+      with_index: batches are (images, targets, indices): each example's index in the
+        split (int64, its position in record order, numbered before the hosts share
+        the examples), to join predictions with the examples. With shard_count > 1
+        and shuffle=False, every host then yields the same number of full batches
+        (those of the largest share): padding examples, at the end, have index -1,
+        label 0 and a zero image (the mask is `indices >= 0`). For your own loops:
+        Keras' fit and evaluate read a third element as sample weights.
     """
 
     batch_size: int = 32
@@ -100,6 +110,7 @@ class LoaderOptions:
     cache_shorter_side: int | None = None
     cache_dir: str | os.PathLike | None = None
     persist: bool = False
+    with_index: bool = False
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size, optional=False)
@@ -125,6 +136,7 @@ class LoaderOptions:
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         check_cache_dir(self.cache_dir)
         check_bool("persist", self.persist)
+        check_bool("with_index", self.with_index)
         if self.persist and not self.cache:
             raise ValueError(
                 "persist=True: keeps the decoded cache (cache=True) in a file, and cache=False"

@@ -17,17 +17,22 @@ index before the shard is taken and shuffled, and whole batches are made by
 `augmented.AugmentedBatches` (Grain's `batch_fn`): windows drawn from
 (seed, epoch, example), pictures decoded or cut from the cache.
 
+The epoch an `iter()` starts at is the loader's `pass_clock`'s (`fast_tfds.core.passes`):
+the number of passes completed, a pass being complete when its last batch has been
+delivered. An iterator dropped early (a peek, Keras' shape reads) moves nothing.
+
 The loader keeps one stream of batches running across epochs (decode threads,
 or worker processes with their prefetch), so a new epoch neither restarts
 workers nor waits for a first batch: the next `iter()` continues the stream
 when it starts where the last epoch ended.
+
+The loader is a `grain.IterDataset`, so that Keras 3 (any backend) takes it as it is.
 """
 
 from __future__ import annotations
 
 import atexit
 import random
-import sys
 import weakref
 from typing import Any
 
@@ -40,12 +45,16 @@ from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.cache import disk_rows, placement
 from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
-from fast_tfds.loader import augmented
+from fast_tfds.core.passes import PassClock
+from fast_tfds.loader import augmented, padding
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
 
 STATE_VERSION = 1
+# An iterator's first batches that the loader keeps a copy of, for the next iterator:
+# Keras reads two to infer shapes, then starts the epoch with a new iterator.
+PEEKED = 2
 
 # Loaders with a running stream, closed at exit while the modules that Grain's
 # shared-memory cleanup needs still exist.
@@ -58,14 +67,19 @@ def _close_running_loaders() -> None:
         loader.close()
 
 
-class FastLoader:
+class FastLoader(grain.IterDataset):
     """Batches of one shard of a split, one epoch per `iter()` (`num_epochs` to change).
 
-    Each `iter(loader)` continues with the next epoch, in a new order, as a
-    shuffling `torch.utils.data.DataLoader` does; with a seed the sequence of
-    orders is the same on every run. Iterators are checkpointable
-    (`FastLoaderIterator.get_state`). `close()` stops the decode threads and
-    workers (garbage collection does it too).
+    Each `iter(loader)` starts at the epoch after the last one completed (its last
+    batch delivered), in a new order, as a shuffling `torch.utils.data.DataLoader`
+    does; with a seed the sequence of orders is the same on every run. An iterator
+    dropped before the end of its epoch completes nothing: the next one starts that
+    epoch again. `set_epoch(epoch, batch)` moves the start (a resumed run). Iterators
+    are checkpointable (`FastLoaderIterator.get_state`). `close()` stops the decode
+    threads and workers (garbage collection does it too).
+
+    A `grain.IterDataset`: Keras 3 takes it as it is (`model.fit(loader, epochs=N)`,
+    `validation_data=`, `predict`, `evaluate`), on every backend.
     """
 
     def __init__(
@@ -79,11 +93,13 @@ class FastLoader:
         """`persist_identity`: what the dataset's settings change in pixels or targets
         (`DatasetHook.persist_identity`), for the key of a persistent cache; by default
         nothing without a hook's parts, and targets beyond the label with them."""
+        super().__init__()
         if persist_identity is None and decode.parts is None:
             persist_identity = {}
         self.persist_identity = persist_identity
         self._stream = None  # The running batch iterator, and the position it is at.
         self._stream_position = -1
+        self._peeked: dict[int, Any] = {}  # position: an iterator's first batches (copies)
         if len(source) < options.shard_count:
             raise ValueError(
                 f"shard_count={options.shard_count}: {source.dataset} {source.split} has "
@@ -99,6 +115,15 @@ class FastLoader:
         )
         self.num_threads = options.num_threads or platform.available_cpus()
         self.cache = self._make_cache()
+        # Multi-host evaluation: every host the same number of full batches.
+        self.padded = (
+            padding.padded_share(
+                len(source), options.batch_size, options.drop_remainder, options.shard_count
+            )
+            if padding.pads(options)
+            else None
+        )
+        pad = padding.Pad.of(source, decode, options.shard_index) if self.padded else None
         self.batches = None
         if options.augment is not None or options.cache:
             schedule = options.image_size
@@ -108,29 +133,50 @@ class FastLoader:
                 self.seed,
                 self.cache,
                 schedule if isinstance(schedule, ProgressiveResize) else None,
+                with_index=options.with_index,
+                pad=pad,
             )
-        self.next_epoch = 0  # The epoch the next iter() starts with.
-        self._epoch = self._one_epoch()
+        self._epoch = self._one_epoch(pad)
         if len(self._epoch) == 0:
             raise ValueError(
                 f"batch_size={options.batch_size}: with drop_remainder it leaves no batch of "
                 f"the {self.num_examples} examples of this shard"
             )
+        self.pass_clock = PassClock(len(self._epoch), endless=options.num_epochs is None)
 
-    def _one_epoch(self) -> grain.MapDataset:
+    def _one_epoch(self, pad: padding.Pad | None) -> grain.MapDataset:
         options = self.options
-        if self.batches is None:
+        tagged = self.batches is not None or options.with_index
+        if not tagged:
             ds = grain.MapDataset.source(self.source.records)
+        elif self.padded is not None:
+            # This host's examples in record order, then padding (index -1) to the
+            # length every host has; a source of its own, so nothing is sliced.
+            share = padding.PaddedShard(
+                self.source.records,
+                range(options.shard_index, len(self.source), options.shard_count),
+                self.padded,
+                self.cache,
+            )
+            ds = grain.MapDataset.source(share)
         else:
-            # Each element tagged with its epoch and example index (see `augmented`).
-            records = augmented.IndexedRecords(self.source.records, self.cache)
-            ds = grain.MapDataset.source(records).map_with_index(augmented.Tag(len(records)))
-        ds = ds[options.shard_index :: options.shard_count]
+            ds = grain.MapDataset.source(augmented.IndexedRecords(self.source.records, self.cache))
+        if self.batches is not None:
+            # Each element tagged with its epoch and example index (see `augmented`);
+            # the padded share is one host's epoch already.
+            per_epoch = len(self.source) if self.padded is None else self.padded
+            ds = ds.map_with_index(augmented.Tag(per_epoch))
+        if self.padded is None:
+            ds = ds[options.shard_index :: options.shard_count]
         if options.shuffle:
             ds = ds.shuffle(seed=self.seed)
         if self.batches is not None:
             return ds.batch(
                 options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches
+            )
+        if tagged:
+            return ds.map(padding.DecodeIndexed(self.decode, pad)).batch(
+                options.batch_size, drop_remainder=options.drop_remainder
             )
         ds = ds.map(self.decode)
         return ds.batch(options.batch_size, drop_remainder=options.drop_remainder)
@@ -215,14 +261,17 @@ class FastLoader:
         return len(self._epoch)
 
     def __iter__(self) -> FastLoaderIterator:
-        start = self.next_epoch * len(self)
-        if self.options.num_epochs is None:
-            stop = None
-            self.next_epoch = sys.maxsize // len(self)
-        else:
-            self.next_epoch += self.options.num_epochs
-            stop = self.next_epoch * len(self)
-        return FastLoaderIterator(self, start, stop)
+        start = self.pass_clock.start()
+        per_epoch = len(self)
+        num_epochs = self.options.num_epochs
+        stop = None if num_epochs is None else (start.epoch + num_epochs) * per_epoch
+        return FastLoaderIterator(self, start.epoch * per_epoch + start.batch, stop)
+
+    def set_epoch(self, epoch: int, batch: int = 0) -> None:
+        """The next `iter()` starts at batch `batch` of epoch `epoch`: what a run that
+        had completed `epoch` passes (and `batch` batches of the next) continues with.
+        For a resumed run; Keras users add `fast_tfds.KerasEpochs(loader)` instead."""
+        self.pass_clock.set_epoch(epoch, batch)
 
     def as_torch(self):
         """This loader as a torch `IterableDataset` (needs torch; see `TorchBatches`)."""
@@ -230,9 +279,12 @@ class FastLoader:
 
         return TorchBatches(self)
 
-    def batch_at(self, position: int):
-        """Batch number `position` of the endless sequence of epochs."""
+    def batch_at(self, position: int, *, first: bool = False):
+        """Batch number `position` of the endless sequence of epochs; `first`: one of
+        the first `PEEKED` batches of an iterator."""
         if self._stream is None or self._stream_position != position:
+            if position in self._peeked:
+                return self._peeked.pop(position)
             self.close()
             self._stream = iter(self._batches_from(position))
             _RUNNING.add(self)
@@ -243,6 +295,14 @@ class FastLoader:
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
             batch = _copied(batch)
+        if first:
+            # An iterator's first batches may be a peek (Keras reads two for the shapes,
+            # then starts the epoch again): a copy of each (the caller may change its
+            # own) lets the next iterator replay them and continue the stream, rather
+            # than restart the threads and workers.
+            self._peeked[position] = _copied(batch)
+        else:
+            self._peeked.clear()
         return batch
 
     def _batches_from(self, start: int) -> grain.IterDataset:
@@ -256,6 +316,7 @@ class FastLoader:
             )
         )
         if self.options.num_workers:
+            _absl_flags_readable()
             ds = ds.mp_prefetch(
                 grain.MultiprocessingOptions(
                     num_workers=self.options.num_workers,
@@ -267,6 +328,7 @@ class FastLoader:
     def close(self) -> None:
         """Stops the decode threads and worker processes; the next batch restarts them."""
         stream, self._stream, self._stream_position = self._stream, None, -1
+        self._peeked.clear()
         if stream is not None and hasattr(stream, "close"):
             stream.close()
 
@@ -287,6 +349,8 @@ class FastLoader:
             "drop_remainder": options.drop_remainder,
             # Windows are drawn from the seed and the position: the same recipe only.
             "augment": None if options.augment is None else repr(options.augment),
+            # Only where set, so that a state saved before the option existed restores.
+            **({"with_index": True} if options.with_index else {}),
         }
 
 
@@ -301,7 +365,7 @@ class FastLoaderIterator(grain.DatasetIterator):
     def __init__(self, loader: FastLoader, start: int, stop: int | None):
         super().__init__()
         self._loader = loader
-        self._position = start
+        self._position = self._start = start
         self._stop = stop
 
     @property
@@ -312,8 +376,12 @@ class FastLoaderIterator(grain.DatasetIterator):
     def __next__(self):
         if self._stop is not None and self._position >= self._stop:
             raise StopIteration
-        batch = self._loader.batch_at(self._position)
+        position = self._position
+        batch = self._loader.batch_at(position, first=position - self._start < PEEKED)
         self._position += 1
+        per_epoch = len(self._loader)
+        if self._position % per_epoch == 0:  # the epoch's last batch, delivered now
+            self._loader.pass_clock.completed(position // per_epoch)
         return batch
 
     def get_state(self) -> dict[str, Any]:
@@ -335,18 +403,21 @@ class FastLoaderIterator(grain.DatasetIterator):
                 + ", ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in different.items())
             )
         per_epoch = len(self._loader)
-        self._position = state["epoch"] * per_epoch + state["batch_in_epoch"]
+        self._position = self._start = state["epoch"] * per_epoch + state["batch_in_epoch"]
         stop_epoch = state["stop_epoch"]
         self._stop = None if stop_epoch is None else stop_epoch * per_epoch
-        # The loader's next iter() comes after this iterator's epochs.
-        self._loader.next_epoch = sys.maxsize // per_epoch if stop_epoch is None else stop_epoch
+        # The epochs before the restored one are complete: the loader's next iter() does
+        # not start before it (and comes after it once this iterator completes it).
+        if self._position >= per_epoch:
+            self._loader.pass_clock.completed(self._position // per_epoch - 1)
 
     def start_prefetch(self) -> None:
         """Starts decoding now rather than at the first batch (Grain's checkpointing calls it)."""
 
     def close(self) -> None:
-        """Stops the loader's decode threads and workers (the next batch restarts them)."""
-        self._loader.close()
+        """Nothing to release: the decode threads and workers are the loader's, and run on
+        into its next pass (`FastLoader.close()` stops them). Grain's iterators close the
+        iterators they wrap when they are collected, as Keras' do at every epoch's end."""
 
     def __del__(self):
         # Grain's iterators close themselves when collected. This one must not: a
@@ -354,6 +425,17 @@ class FastLoaderIterator(grain.DatasetIterator):
         # into the next epoch. The loader stops the stream when it is closed or
         # collected itself.
         pass
+
+
+def _absl_flags_readable() -> None:
+    """Grain (0.2.18) reads an absl flag when it starts worker processes where JAX is
+    installed, which raises UnparsedFlagAccessError in a program that absl did not
+    start (google/grain#1355): mark absl's flags parsed, at their defaults, as Grain's
+    maintainers advise. A program started by absl.app has parsed them already."""
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
 
 
 def _copied(tree):

@@ -15,7 +15,8 @@ class TorchBatches(torch_data.IterableDataset):
 
         torch.utils.data.DataLoader(loader.as_torch(), batch_size=None, num_workers=0)
 
-    or iterate it directly. Each `iter()` is the loader's next epoch.
+    or iterate it directly. Each `iter()` is the loader's next pass (the epoch after the
+    last one completed). Keras on the torch backend takes the loader itself.
     `state_dict()` / `load_state_dict()` save and restore the position in the
     epoch (the torchdata `StatefulDataLoader` convention).
     """

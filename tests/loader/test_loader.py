@@ -313,6 +313,7 @@ def test_bad_requests_get_one_line_errors(cats_data_dir, cats_array_record_dir, 
         ({"num_workers": -1}, "num_workers=-1: must be a non-negative integer"),
         ({"num_epochs": 0}, "num_epochs=0: must be a positive integer or None"),
         ({"shuffle": "yes"}, "shuffle='yes': must be True or False"),
+        ({"with_index": 1}, "with_index=1: must be True or False"),
     ]
     for options, message in bad:
         with pytest.raises(ValueError, match="^" + message) as excinfo:
@@ -331,7 +332,12 @@ def test_one_decode_stream_runs_through_the_epochs(cats_array_record_dir):
     assert loader._stream is stream
     iterator = iter(loader)
     next(iterator)
-    iterator.close()  # an explicit close stops it; the next batch restarts it
+    # A Grain iterator that wraps it closes it when collected (Keras' map, every epoch).
+    wrapped = loader.map(lambda batch: batch).__iter__()
+    next(wrapped)
+    del wrapped
+    assert loader._stream is stream
+    loader.close()  # the loader's close stops it; the next batch restarts it
     assert loader._stream is None
     assert len(next(iterator)[1]) == BATCH
 

@@ -1,0 +1,89 @@
+"""The example index in the output, and multi-host evaluation's padding.
+
+With `with_index=True` every batch carries each example's index in the split (its
+position as read in record order, numbered before the hosts share the examples), so
+that predictions join the examples they were made for.
+
+With several hosts (`shard_count > 1`), `shuffle=False` and `with_index=True`, a JAX
+evaluation step runs on every host together: a host whose share ran out a batch early
+would leave the others waiting forever. Each host's share (every `shard_count`-th
+example from `shard_index`) is padded at its end to the batches of the largest share,
+every batch full. A padding example has index -1, label 0 (zero targets) and a zero
+image: the mask of real examples is `index >= 0`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from fast_tfds.loader.examples import DecodeExample
+
+
+def pads(options) -> bool:
+    """Whether these `LoaderOptions` pad each host's share."""
+    return options.shard_count > 1 and not options.shuffle and options.with_index
+
+
+def padded_share(num_examples: int, batch_size: int, drop_remainder: bool, hosts: int) -> int:
+    """Examples per epoch on every host: the largest share in whole batches."""
+    largest = -(-num_examples // hosts)
+    batches = largest // batch_size if drop_remainder else -(-largest // batch_size)
+    return batches * batch_size
+
+
+@dataclasses.dataclass(frozen=True)
+class Pad:
+    """What a padding example holds: a zero image and zero targets, shaped as a real
+    example's (the host's first, decoded once)."""
+
+    image: np.ndarray
+    target: Any
+
+    @classmethod
+    def of(cls, source, decode: DecodeExample, first: int) -> Pad:
+        image, target = decode(source.records[first])
+        return cls(np.zeros_like(image), _zeros_like(target))
+
+
+def _zeros_like(tree):
+    if isinstance(tree, dict):
+        return {key: _zeros_like(value) for key, value in tree.items()}
+    return np.zeros_like(np.asarray(tree))
+
+
+class PaddedShard:
+    """One host's examples in record order as (index, record), then (-1, None) up to
+    `length`; (index, None) for an example the cache already holds (it is not read)."""
+
+    def __init__(self, records: Any, indices: range, length: int, cache=None):
+        self.records, self.indices, self.length, self.cache = records, indices, length, cache
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, position: int) -> tuple[int, Any]:
+        position = int(position)
+        if position >= len(self.indices):
+            return -1, None
+        index = self.indices[position]
+        if self.cache is not None and self.cache.has(index):
+            return index, None
+        return index, self.records[index]
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeIndexed:
+    """(index, record) -> (image, target, index), a padding example for index -1."""
+
+    decode: DecodeExample
+    pad: Pad | None = None
+
+    def __call__(self, element: tuple[int, Any]):
+        index, record = element
+        if index < 0:
+            return self.pad.image, self.pad.target, np.int64(-1)
+        image, target = self.decode(record)
+        return image, target, np.int64(index)
