@@ -33,9 +33,10 @@ def _output(row) -> Output:
     return Output(digest, label, filename, boxes)
 
 
-def start(bucket: Bucket, code: str, **env: str) -> Child:
+def start(bucket: Bucket, code: str, args=(), **env: str) -> Child:
+    """A child running `PREAMBLE` + `code`, with `args` in its sys.argv."""
     return Child(
-        [sys.executable, "-c", PREAMBLE + code],
+        [sys.executable, "-c", PREAMBLE + code, *args],
         cwd=REPO,
         env=child_env(bucket, **env),
         stdin=subprocess.PIPE,

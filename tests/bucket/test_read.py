@@ -15,6 +15,8 @@ import pytest
 
 from tests.bucket import reads
 from tests.bucket.conftest import ARRAY_RECORD, TFRECORD
+from tests.bucket.emulated import HOSTS
+from tests.helpers import BLOCK_PACKAGES
 from tests.pairs import Truth
 
 SHARD = "cats_vs_dogs_fast-train.tfrecord-"
@@ -141,3 +143,33 @@ def test_as_fast_loader_from_gs_reads_the_local_pairs(
             found[f"local-{name}"]
         )
     assert bucket.proxy.media_reads(".array_record-00000-of-00016"), "read from the bucket"
+
+
+WITHOUT_TENSORFLOW = """
+from etils.epath import gpath
+# TensorFlow is still on disk here: etils would pick its gfile for gs:// metadata.
+gpath._is_tf_installed = lambda: False
+import os
+import cats_vs_dogs_fast
+report("gs-loader", cats_vs_dogs_fast.as_fast_loader(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0,
+    download_and_prepare=False))
+assert "tensorflow" not in sys.modules
+"""
+
+
+def test_as_fast_loader_reads_gs_where_tensorflow_is_not_installed(bucket, cats_array_record_dir):
+    """TFDS's metadata through gcsfs (etils' gs:// back end without TensorFlow), the
+    records through array_record: nothing goes through TensorFlow's GCS client."""
+    bucket.proxy.reset()
+    child = reads.start(
+        bucket,
+        BLOCK_PACKAGES + WITHOUT_TENSORFLOW,
+        args=["tensorflow"],
+        **dirs(bucket, cats_array_record_dir, ARRAY_RECORD),
+    )
+    child.stdin.close()
+    found = reads.outputs_of(child)
+    Truth.of(cats_array_record_dir).check(found["gs-loader"])
+    hosts = {r.host for r in bucket.proxy.requests}
+    assert hosts and not hosts & set(HOSTS), hosts  # no CONNECT: only plain HTTP clients
