@@ -43,15 +43,24 @@ def start(bucket: Bucket, code: str, args=(), **env: str) -> Child:
     )
 
 
-def outputs_of(child: Child, timeout: float = TIMEOUT_S) -> dict[str, list[Output]]:
-    """{name: outputs} of every read the child reported, once it has ended well."""
-    found = {}
+def ended(child: Child, timeout: float = TIMEOUT_S) -> tuple[dict[str, list[Output]], str]:
+    """({name: outputs}, its `ERROR` line or "") of a child that has ended well."""
+    found, error = {}, ""
     for line in child.rest(timeout).splitlines():
         if line.startswith("OUTPUTS "):
             _, name, rows = line.split(" ", 2)
             found[name] = [_output(row) for row in json.loads(rows)]
+        elif line.startswith("ERROR "):
+            error = line
     code = child.wait(60)
     assert code == 0, f"the child failed ({code}): {child.stderr_text()[-4000:]}"
+    return found, error
+
+
+def outputs_of(child: Child, timeout: float = TIMEOUT_S) -> dict[str, list[Output]]:
+    """{name: outputs} of every read the child reported, once it has ended well."""
+    found, error = ended(child, timeout)
+    assert not error, error
     return found
 
 
