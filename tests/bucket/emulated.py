@@ -17,12 +17,17 @@ TensorFlow reads some of this environment once per process, so gs:// reads run i
 child processes with `Bucket.env()`. Data is uploaded with the JSON API's simple
 upload (TensorFlow's chunked uploads are stored with their framing by the emulator).
 Everything listens on 127.0.0.1 only, and every wait is bounded.
+
+The proxy also answers two kinds of range reads as GCS does, where the emulator does not
+(array_record asks for both at a file's end): a suffix range (`bytes=-N`) and a range
+that starts at the object's end (416).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -115,11 +120,12 @@ class Emulator:
 
 
 def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
-    """(CA certificate, server certificate, server key) for `HOSTS`, made with openssl."""
+    """(CA certificate, server certificate, server key) for `HOSTS`, made with openssl
+    (or, where it is not installed, with the cryptography package)."""
+    folder.mkdir(parents=True, exist_ok=True)
     openssl = shutil.which("openssl")
     if openssl is None:
-        raise EmulatorUnavailable("openssl is not installed (needed for the proxy's test CA)")
-    folder.mkdir(parents=True, exist_ok=True)
+        return _certificates_with_cryptography(folder)
     ca, ca_key = folder / "ca.pem", folder / "ca.key"
     cert, key, csr = folder / "server.pem", folder / "server.key", folder / "server.csr"
     extensions = folder / "server.ext"
@@ -147,6 +153,58 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
         *("-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(extensions)),
     )
     return ca, cert, key
+
+
+def _certificates_with_cryptography(folder: Path) -> tuple[Path, Path, Path]:
+    """What `make_certificates` makes, where openssl is not installed."""
+    import datetime
+
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:
+        raise EmulatorUnavailable("neither openssl nor cryptography is installed") from None
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject, issuer, public_key, signing_key, extensions):
+        builder = x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+        builder = builder.public_key(public_key).serial_number(x509.random_serial_number())
+        builder = builder.not_valid_before(now - datetime.timedelta(hours=1))
+        builder = builder.not_valid_after(now + datetime.timedelta(days=2))
+        for extension, critical in extensions:
+            builder = builder.add_extension(extension, critical=critical)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fast-tfds test CA")])
+    ca_cert = certificate(
+        ca_name, ca_name, ca_key.public_key(), ca_key,
+        [(x509.BasicConstraints(ca=True, path_length=None), True)],
+    )  # fmt: skip
+    names = [x509.DNSName(h) for h in (*HOSTS, "*.googleapis.com")]
+    server = certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOSTS[0])]), ca_name,
+        key.public_key(), ca_key,
+        [
+            (x509.SubjectAlternativeName(names), False),
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
+        ],
+    )  # fmt: skip
+    ca, cert, key_path = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return ca, cert, key_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,17 +329,24 @@ class Proxy:
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
                 try:
+                    if forward.get("range", "").startswith("bytes=-"):
+                        forward["range"] = self._suffix_range(upstream, path, forward["range"])
                     upstream.request(method, path, body=body or None, headers=forward)
                     response = upstream.getresponse()
                     payload = response.read()
                 except OSError:
                     self._record(method, host, target, 0, 0)
                     return
-                self._record(method, host, target, response.status, len(payload))
-                out = [f"HTTP/1.1 {response.status} {response.reason}"]
-                for k, v in response.getheaders():
-                    if k.lower() not in HOP_BY_HOP:
-                        out.append(f"{k}: {v}")
+                status, reason = response.status, response.reason
+                answer = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+                beyond = _beyond_the_end(status, response.getheader("content-range"))
+                if beyond is not None:  # GCS answers 416 there; the emulator, 206 and nothing
+                    status, reason = 416, "Requested Range Not Satisfiable"
+                    answer = [(k, v) for k, v in answer if k.lower() != "content-range"]
+                    answer.append(("Content-Range", f"bytes */{beyond}"))
+                self._record(method, host, target, status, len(payload))
+                out = [f"HTTP/1.1 {status} {reason}"]
+                out += [f"{k}: {v}" for k, v in answer]
                 length = response.getheader("content-length") if method == "HEAD" else None
                 out.append(f"Content-Length: {length or len(payload)}")
                 out.append("Connection: keep-alive")
@@ -298,6 +363,26 @@ class Proxy:
             except OSError:
                 pass
 
+    def _suffix_range(self, upstream: http.client.HTTPConnection, path: str, asked: str) -> str:
+        """`bytes=-N` (the last N bytes) as `bytes=START-END`: the emulator answers a
+        suffix range with the whole object (GCS, with the last N bytes), which array_record's
+        client asks for to find a file's end. The object's size comes from its metadata."""
+        name, _ = _object_of(path)
+        quoted = urllib.parse.quote(name or "", safe="")
+        upstream.request("GET", f"/storage/v1/b/{self._bucket_of(path)}/o/{quoted}")
+        response = upstream.getresponse()
+        metadata = response.read()
+        if response.status != 200:
+            return asked  # the object's own answer (404) comes with the read
+        size = int(json.loads(metadata)["size"])
+        last = int(asked.removeprefix("bytes=-"))
+        return f"bytes={max(0, size - last)}-{max(0, size - 1)}"
+
+    @staticmethod
+    def _bucket_of(path: str) -> str:
+        parts = urllib.parse.urlsplit(path).path.split("/")
+        return parts[parts.index("b") + 1] if "b" in parts else parts[1]
+
     def _record(self, method: str, host: str, target: str, status: int, size: int) -> None:
         path = _origin_form(target)
         name, media = _object_of(path)
@@ -305,6 +390,18 @@ class Proxy:
             self.requests.append(
                 Request(method, host, path, name, media and method == "GET", status, size)
             )
+
+
+def _beyond_the_end(status: int, content_range: str | None) -> int | None:
+    """The object's size, where the emulator answered a range that starts at or past
+    its end (206 with `bytes START-END/SIZE`, END < START); else None."""
+    if status != 206 or not content_range:
+        return None
+    spans, _, size = content_range.removeprefix("bytes ").partition("/")
+    start, _, end = spans.partition("-")
+    if start.isdigit() and end.isdigit() and int(end) < int(start) and size.isdigit():
+        return int(size)
+    return None
 
 
 def _origin_form(target: str) -> str:

@@ -200,3 +200,27 @@ report("epoch2", loader)
     truth.check(found["epoch2"])
     assert "are not local files" in stderr and "caching in memory only" in stderr, stderr[-3000:]
     assert not [p for p in cache_dir.rglob("*") if p.is_file()], "no persistent file (yet)"
+
+
+def test_the_proxys_tls_works_with_certificates_made_without_openssl(bucket, tmp_path):
+    """Where openssl is not installed, the test CA comes from the cryptography package:
+    a client that trusts only that CA lists the bucket through a proxy using it."""
+    import http.client
+    import ssl
+
+    from tests.bucket import emulated
+
+    ca, cert, key = emulated._certificates_with_cryptography(tmp_path)
+    proxy = emulated.Proxy(bucket.emulator.port, cert, key)
+    try:
+        context = ssl.create_default_context(cafile=str(ca))
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, timeout=60, context=context)
+        conn.set_tunnel("www.googleapis.com", 443)
+        conn.request("GET", f"/storage/v1/b/{bucket.name}/o?maxResults=1")
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+    finally:
+        proxy.close()
+    assert response.status == 200 and b'"items"' in body, body[:300]
+    assert [r.host for r in proxy.requests] == ["www.googleapis.com"]
