@@ -17,7 +17,9 @@ BENCH = [*DEMO, "psutil>=5.9", "matplotlib>=3.8"]
 # with Grain, JPEGs decoded by the core's block decoder; no TensorFlow.
 LOADER = [
     "grain>=0.2.18",
-    "array_record>=0.8.1",
+    # 0.8.3 is the first that reads gs:// (its own GCS client; earlier ones read local
+    # files only).
+    "array_record>=0.8.3",
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
@@ -30,6 +32,10 @@ TEST = [
     "dill>=0.3.1.1",  # tfds.testing imports it; apache-beam 2.61 caps it below 0.3.2
     "ruff>=0.6",
     "hypothesis>=6.100",  # fuzzing of image normalization
+    # tests/bucket: an emulated GCS bucket, and gs:// through gcsfs where TensorFlow is
+    # not installed (etils' gs:// back end then).
+    "gcp-storage-emulator>=2026.7.19",
+    "gcsfs>=2026.10.1",
 ]
 
 setup(

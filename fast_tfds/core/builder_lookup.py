@@ -43,6 +43,8 @@ def load_builder(
       file_format: what a build writes ('array_record' for the Grain loader);
         None for TFDS's default (TFRecord).
     """
+    check_readable_location("data_dir", data_dir)
+    check_readable_location("builder_dir", builder_dir)
     if builder_dir is not None:
         path = os.fspath(builder_dir)
         if not epath.Path(path).exists():
@@ -64,6 +66,30 @@ def load_builder(
         )
     builder.download_and_prepare(download_config=download_config, file_format=file_format)
     return builder
+
+
+# Object stores that neither back end can read: TensorFlow's S3 file system left the
+# core in 2.6 for tensorflow-io (which does not load on TensorFlow 2.18+), and
+# array_record reads local files and gs:// only.
+UNREADABLE_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def check_readable_location(argument: str, path: str | os.PathLike | None) -> None:
+    """A one-line ValueError for a data_dir or builder_dir that no back end can read."""
+    if path is None:
+        return
+    text = os.fspath(path)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme in UNREADABLE_SCHEMES:
+        local = "~/tensorflow_datasets"
+        if argument == "builder_dir":  # a version folder: keep its name/config/version
+            local += "/" + "/".join(text.rstrip("/").split("/")[-3:])
+        raise ValueError(
+            f"{argument}={text!r}: neither TensorFlow 2.18+ nor array_record reads {scheme}:// "
+            "(TensorFlow's S3 support moved to tensorflow-io, which does not load on current "
+            f"TensorFlow); copy it to a local folder (`aws s3 sync {text} {local}`) or to a "
+            f"gs:// bucket, and pass that as {argument}"
+        )
 
 
 def config_names(name: str) -> set[str]:

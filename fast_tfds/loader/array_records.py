@@ -8,8 +8,12 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
+import os
 import shlex
+import threading
 from typing import Any
 
 import tensorflow_datasets as tfds
@@ -23,6 +27,115 @@ ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 
 class NoArrayRecordFiles(ValueError):
     """The dataset is built, but only as TFRecords; the message gives the command to convert."""
+
+
+class BucketReadError(RuntimeError):
+    """A record of a shard in an object store could not be read (one line: the object,
+    what the store said, and what to do)."""
+
+
+# How long one read of records from a bucket may take before the loader gives up on
+# it. array_record's GCS client retries a failing read for up to 15 minutes, with no
+# setting to shorten that: a bucket that went away mid-epoch would look like a hang.
+# A healthy bucket answers a read of a chunk of records in well under a second.
+READ_TIMEOUT_ENV = "FAST_TFDS_BUCKET_READ_TIMEOUT_S"
+DEFAULT_READ_TIMEOUT_S = 120.0
+
+
+def read_timeout_s() -> float:
+    value = os.environ.get(READ_TIMEOUT_ENV, "")
+    try:
+        seconds = float(value) if value else DEFAULT_READ_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{READ_TIMEOUT_ENV}={value!r}: must be a positive number of seconds")
+    return seconds
+
+
+class BucketRecords:
+    """The records of shards in an object store, read within a bounded time.
+
+    Each read runs in a daemon thread of its own while the caller waits for it at
+    most `timeout_s`: a read that array_record's client keeps retrying becomes a
+    `BucketReadError` that names the object, and so does a read it gives up on
+    (array_record's own message is a multi-part 'Permanent error, ...'). A stuck read's
+    thread is left to end on its own; as a daemon it does not hold up the process's
+    exit (a ThreadPoolExecutor's threads would: they are joined at exit). A thread
+    costs tens of microseconds; a read from a bucket, milliseconds.
+    """
+
+    def __init__(self, records: Any, files: tuple[str, ...], counts: tuple[int, ...], timeout_s):
+        self.records = records
+        self.files = files
+        self.ends = tuple(itertools.accumulate(counts))
+        self.timeout_s = timeout_s
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, key):
+        return self._read(self.records.__getitem__, key, int(key))
+
+    def __getitems__(self, keys):
+        keys = list(keys)
+        return self._read(self.records.__getitems__, keys, int(keys[0]) if keys else 0)
+
+    def __repr__(self) -> str:
+        return f"BucketRecords({self.records!r}, timeout_s={self.timeout_s})"
+
+    def file_of(self, key: int) -> str:
+        return self.files[min(bisect.bisect_right(self.ends, key), len(self.files) - 1)]
+
+    def _read(self, read, keys, first: int):
+        box: dict = {}
+        done = threading.Event()
+
+        def run():
+            try:
+                box["records"] = read(keys)
+            except BaseException as error:  # noqa: BLE001  (re-raised in the caller)
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True, name="fast_tfds-bucket-read").start()
+        try:
+            if not done.wait(self.timeout_s):
+                raise TimeoutError
+            if "error" in box:
+                raise box["error"]
+            return box["records"]
+        except TimeoutError:
+            raise BucketReadError(
+                f"{self.file_of(first)}: the bucket gave no records within "
+                f"{self.timeout_s:g} s (it is unreachable or too slow); check that it can "
+                f"be read from here (`gcloud storage ls -l {self.file_of(first)}`), or allow "
+                f"a slow bucket more time with {READ_TIMEOUT_ENV}=SECONDS"
+            ) from None
+        except RuntimeError as error:
+            said = " ".join(str(error).split())
+            # A batch of keys can span files: array_record's message names the one.
+            named = [f for f in self.files if f in said]
+            path = named[0] if named else self.file_of(first)
+            raise BucketReadError(
+                f"{path}: reading it from the bucket failed ({said}); check that the object "
+                f"exists and can be read from here (`gcloud storage ls -l {path}`); a build "
+                "copied in part needs copying again, whole"
+            ) from None
+
+
+def check_emulator_settings(filename: str) -> None:
+    """gcsfs and TensorFlow's tools take `STORAGE_EMULATOR_HOST`; array_record's GCS
+    client takes only `CLOUD_STORAGE_EMULATOR_ENDPOINT`, and without it would go to
+    Google's servers and retry there for minutes: one line instead."""
+    host = os.environ.get("STORAGE_EMULATOR_HOST")
+    if host and not os.environ.get("CLOUD_STORAGE_EMULATOR_ENDPOINT"):
+        raise ValueError(
+            f"STORAGE_EMULATOR_HOST={host!r} is set but CLOUD_STORAGE_EMULATOR_ENDPOINT is "
+            f"not: array_record would read {filename} from Google's servers, not from the "
+            f"emulator; set CLOUD_STORAGE_EMULATOR_ENDPOINT={host} too"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +180,11 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     # then file names and record ranges, not the builder's DatasetInfo, whose
     # unpickling imports the dataset's builder module in every worker.
     records = raw.data_source
+    files = tuple(str(fi.filename) for fi in selected.file_instructions)
+    if files and "://" in files[0]:
+        check_emulator_settings(files[0])
+        counts = tuple(int(fi.take) for fi in selected.file_instructions)
+        records = BucketRecords(records, files, counts, read_timeout_s())
     features = info.features
     return SplitSource(
         records=records,
@@ -74,8 +192,15 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         split=split,
         stored_size=sizes.stored_size(features["image"].shape),
         label_names=tuple(features["label"].names),
-        shard_files=tuple(str(fi.filename) for fi in selected.file_instructions),
+        shard_files=files,
     )
 
 
-__all__ = ["ARRAY_RECORD", "DatasetNotBuilt", "NoArrayRecordFiles", "SplitSource", "split_source"]
+__all__ = [
+    "ARRAY_RECORD",
+    "BucketReadError",
+    "DatasetNotBuilt",
+    "NoArrayRecordFiles",
+    "SplitSource",
+    "split_source",
+]

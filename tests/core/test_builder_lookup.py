@@ -30,6 +30,14 @@ def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_
         ({"name": "no_such_dataset"}, "name='no_such_dataset': no dataset of that name"),
         ({"name": "cats_vs_dogs_fast", "config": "512"}, "config='512': cats_vs_dogs_fast has"),
         ({"name": "cats_vs_dogs_fast", "builder_dir": "/no/such/folder"}, "builder_dir="),
+        (
+            {"name": "cats_vs_dogs_fast", "data_dir": "s3://team/tensorflow_datasets"},
+            "data_dir='s3://team/tensorflow_datasets': neither TensorFlow 2.18+ nor array_record",
+        ),
+        (
+            {"name": "cats_vs_dogs_fast", "builder_dir": "S3://team/cats_vs_dogs_fast/224/1.0.0"},
+            "builder_dir='S3://team/cats_vs_dogs_fast/224/1.0.0': neither TensorFlow",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_value_errors(arguments, start):
@@ -76,3 +84,28 @@ def test_the_default_data_dir_and_format_add_nothing_to_the_command(tmp_path, mo
         *("tfds", "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
         *("--config", "224"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("argument", "path", "copy"),
+    [
+        ("data_dir", "s3://team/tfds", "aws s3 sync s3://team/tfds ~/tensorflow_datasets"),
+        (
+            "builder_dir",
+            "s3://team/tfds/cats_vs_dogs_fast/224/1.0.0/",
+            "aws s3 sync s3://team/tfds/cats_vs_dogs_fast/224/1.0.0/ "
+            "~/tensorflow_datasets/cats_vs_dogs_fast/224/1.0.0",
+        ),
+    ],
+)
+def test_s3_is_refused_by_both_readers_with_a_copy_command(argument, path, copy):
+    """Before anything touches the path: TensorFlow would say its file system scheme is
+    not implemented, deep in TFDS, and array_record would not open it."""
+    import cats_vs_dogs_fast
+
+    for read in (cats_vs_dogs_fast.as_fast_dataset, cats_vs_dogs_fast.as_fast_loader):
+        with pytest.raises(ValueError) as excinfo:
+            read("train", **{argument: path})
+        message = str(excinfo.value)
+        assert message.startswith(f"{argument}={path!r}: ") and "\n" not in message
+        assert f"`{copy}`" in message

@@ -1,0 +1,518 @@
+"""An emulated Google Cloud Storage bucket on loopback, reachable by every gs:// client.
+
+`gcp-storage-emulator` serves the GCS JSON API over plain HTTP. The clients reach it
+in three ways, all through one `Proxy` here, which counts every request and can
+delay each one or drop the connection (a bucket gone):
+
+- TensorFlow's own gs:// client (`tf.io.gfile`, `TFRecordDataset`, TFDS) has the
+  endpoints compiled in (https://storage.googleapis.com, https://www.googleapis.com);
+  its libcurl honours `https_proxy` and `CURL_CA_BUNDLE`. The proxy answers CONNECT,
+  terminates TLS with a certificate for those hosts signed by a test CA made here
+  (`openssl`), and forwards the plain requests. `GOOGLE_AUTH_TOKEN_FOR_TESTING` and
+  `NO_GCE_CHECK=true` skip real authentication.
+- gcsfs takes `STORAGE_EMULATOR_HOST`, and array_record (google-cloud-cpp)
+  `CLOUD_STORAGE_EMULATOR_ENDPOINT`: both pointed at the proxy as a plain HTTP server.
+
+TensorFlow reads some of this environment once per process, so gs:// reads run in
+child processes with `Bucket.env()`. Data is uploaded with the JSON API's simple
+upload (TensorFlow's chunked uploads are stored with their framing by the emulator).
+Everything listens on 127.0.0.1 only, and every wait is bounded.
+
+The proxy also answers two kinds of range reads as GCS does, where the emulator does not
+(array_record asks for both at a file's end): a suffix range (`bytes=-N`) and a range
+that starts at the object's end (416).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+# Generous: the emulator is a Python program starting on a loaded 2-core machine.
+START_TIMEOUT_S = 120
+UPSTREAM_TIMEOUT_S = 60
+HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
+
+
+class EmulatorUnavailable(RuntimeError):
+    """The emulator could not start here (the tests that need it skip with this)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise EmulatorUnavailable(f"the emulator exited with {process.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/")
+            conn.getresponse().read()
+            conn.close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise EmulatorUnavailable(f"nothing answered on 127.0.0.1:{port} within {timeout:g} s")
+
+
+class Emulator:
+    """`gcp-storage-emulator` in a child process, in memory, on a free loopback port."""
+
+    def __init__(self, bucket: str):
+        self.bucket = bucket
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Emulator:
+        command = [sys.executable, "-m", "gcp_storage_emulator", "start"]
+        command += ["--host", "127.0.0.1", "--port", str(self.port), "--in-memory", "--quiet"]
+        command += ["--default-bucket", self.bucket]
+        try:
+            import gcp_storage_emulator  # noqa: F401
+        except ImportError as error:
+            raise EmulatorUnavailable(f"gcp-storage-emulator is not installed: {error}") from None
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            _wait_for_port(self.port, START_TIMEOUT_S, self.process)
+        except EmulatorUnavailable:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Ends the emulator (and with it every object): the bucket is gone."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+
+
+def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """(CA certificate, server certificate, server key) for `HOSTS`, made with openssl
+    (or, where it is not installed, with the cryptography package)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return _certificates_with_cryptography(folder)
+    ca, ca_key = folder / "ca.pem", folder / "ca.key"
+    cert, key, csr = folder / "server.pem", folder / "server.key", folder / "server.csr"
+    extensions = folder / "server.ext"
+    names = ",".join(f"DNS:{h}" for h in (*HOSTS, "*.googleapis.com"))
+    extensions.write_text(
+        f"subjectAltName={names}\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+    )
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+    run(
+        *("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+        *("-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=fast-tfds test CA"),
+        *("-addext", "basicConstraints=critical,CA:TRUE"),
+        *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+    )
+    run(
+        *("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr)),
+        *("-subj", "/CN=storage.googleapis.com"),
+    )
+    run(
+        *("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key)),
+        *("-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(extensions)),
+    )
+    return ca, cert, key
+
+
+def _certificates_with_cryptography(folder: Path) -> tuple[Path, Path, Path]:
+    """What `make_certificates` makes, where openssl is not installed."""
+    import datetime
+
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:
+        raise EmulatorUnavailable("neither openssl nor cryptography is installed") from None
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject, issuer, public_key, signing_key, extensions):
+        builder = x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+        builder = builder.public_key(public_key).serial_number(x509.random_serial_number())
+        builder = builder.not_valid_before(now - datetime.timedelta(hours=1))
+        builder = builder.not_valid_after(now + datetime.timedelta(days=2))
+        for extension, critical in extensions:
+            builder = builder.add_extension(extension, critical=critical)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fast-tfds test CA")])
+    ca_cert = certificate(
+        ca_name, ca_name, ca_key.public_key(), ca_key,
+        [(x509.BasicConstraints(ca=True, path_length=None), True)],
+    )  # fmt: skip
+    names = [x509.DNSName(h) for h in (*HOSTS, "*.googleapis.com")]
+    server = certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOSTS[0])]), ca_name,
+        key.public_key(), ca_key,
+        [
+            (x509.SubjectAlternativeName(names), False),
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
+        ],
+    )  # fmt: skip
+    ca, cert, key_path = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return ca, cert, key_path
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One request the proxy forwarded (or dropped)."""
+
+    method: str
+    host: str
+    path: str
+    object: str | None  # the object's name, for object requests
+    media: bool  # a read of the object's bytes (not its metadata)
+    status: int  # 0: not answered (the bucket was gone)
+    body_bytes: int  # bytes of the response body
+
+
+def _object_of(path: str) -> tuple[str | None, bool]:
+    """(object name, whether the request reads its bytes) of a GCS request path."""
+    parsed = urllib.parse.urlsplit(path)
+    query = urllib.parse.parse_qs(parsed.query)
+    parts = parsed.path.split("/")
+    media = query.get("alt") == ["media"]
+    # /storage/v1/b/B/o/NAME, /download/storage/v1/b/B/o/NAME, /b/B/o/NAME
+    if "o" in parts and "b" in parts and parts.index("o") == parts.index("b") + 2:
+        name = "/".join(parts[parts.index("o") + 1 :])
+        if name and not parsed.path.startswith("/upload/"):
+            return urllib.parse.unquote(name), media or parsed.path.startswith("/download/")
+        return None, False
+    if len(parts) > 2 and parts[1] not in ("storage", "upload", "batch", "download"):
+        # XML API: /BUCKET/NAME
+        return urllib.parse.unquote("/".join(parts[2:])), True
+    return None, False
+
+
+class Proxy:
+    """A loopback HTTP proxy to the emulator: CONNECT + TLS for TensorFlow's client,
+    plain HTTP for gcsfs and array_record. It records every request (`requests`),
+    sleeps `latency_s` before forwarding each one, and drops every connection while
+    `gone` is set (as a network does to a bucket that went away)."""
+
+    def __init__(self, upstream_port: int, cert: Path, key: Path):
+        self.upstream_port = upstream_port
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.latency_s = 0.0
+        self.gone = False
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.5)
+        self.port = self._server.getsockname()[1]
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="gcs-proxy")
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(10)
+        self._server.close()
+
+    def reset(self) -> None:
+        """Forgets the requests seen so far."""
+        with self._lock:
+            self.requests.clear()
+
+    def media_reads(self, suffix: str = "") -> list[Request]:
+        """The answered reads of object bytes, of objects whose name ends with `suffix`."""
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if r.media and r.status and r.object and r.object.endswith(suffix)
+            ]
+
+    def _serve(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(UPSTREAM_TIMEOUT_S * 2)
+        upstream = None
+        try:
+            stream = conn.makefile("rb")
+            first = _read_head(stream)
+            if first is None:
+                return
+            method, target, headers = first
+            if method == "CONNECT":
+                host = target.rsplit(":", 1)[0]
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                conn = self.context.wrap_socket(conn, server_side=True)
+                stream = conn.makefile("rb")
+                first = None
+            else:
+                host = headers.get("host", "")
+            while True:
+                if first is None:
+                    first = _read_head(stream)
+                    if first is None:
+                        return
+                method, target, headers = first
+                first = None
+                body = _read_body(stream, headers)
+                if self.gone:
+                    self._record(method, host, target, 0, 0)
+                    return  # the connection drops, unanswered
+                if self.latency_s:
+                    time.sleep(self.latency_s)
+                if upstream is None:
+                    upstream = http.client.HTTPConnection(
+                        "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
+                    )
+                path = _origin_form(target)
+                forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
+                try:
+                    if forward.get("range", "").startswith("bytes=-"):
+                        forward["range"] = self._suffix_range(upstream, path, forward["range"])
+                    upstream.request(method, path, body=body or None, headers=forward)
+                    response = upstream.getresponse()
+                    payload = response.read()
+                except OSError:
+                    self._record(method, host, target, 0, 0)
+                    return
+                status, reason = response.status, response.reason
+                answer = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+                beyond = _beyond_the_end(status, response.getheader("content-range"))
+                if beyond is not None:  # GCS answers 416 there; the emulator, 206 and nothing
+                    status, reason = 416, "Requested Range Not Satisfiable"
+                    answer = [(k, v) for k, v in answer if k.lower() != "content-range"]
+                    answer.append(("Content-Range", f"bytes */{beyond}"))
+                self._record(method, host, target, status, len(payload))
+                out = [f"HTTP/1.1 {status} {reason}"]
+                out += [f"{k}: {v}" for k, v in answer]
+                length = response.getheader("content-length") if method == "HEAD" else None
+                out.append(f"Content-Length: {length or len(payload)}")
+                out.append("Connection: keep-alive")
+                conn.sendall(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + payload)
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (OSError, ssl.SSLError, ValueError):
+            return
+        finally:
+            if upstream is not None:
+                upstream.close()
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def _suffix_range(self, upstream: http.client.HTTPConnection, path: str, asked: str) -> str:
+        """`bytes=-N` (the last N bytes) as `bytes=START-END`: the emulator answers a
+        suffix range with the whole object (GCS, with the last N bytes), which array_record's
+        client asks for to find a file's end. The object's size comes from its metadata."""
+        name, _ = _object_of(path)
+        quoted = urllib.parse.quote(name or "", safe="")
+        upstream.request("GET", f"/storage/v1/b/{self._bucket_of(path)}/o/{quoted}")
+        response = upstream.getresponse()
+        metadata = response.read()
+        if response.status != 200:
+            return asked  # the object's own answer (404) comes with the read
+        size = int(json.loads(metadata)["size"])
+        last = int(asked.removeprefix("bytes=-"))
+        return f"bytes={max(0, size - last)}-{max(0, size - 1)}"
+
+    @staticmethod
+    def _bucket_of(path: str) -> str:
+        parts = urllib.parse.urlsplit(path).path.split("/")
+        return parts[parts.index("b") + 1] if "b" in parts else parts[1]
+
+    def _record(self, method: str, host: str, target: str, status: int, size: int) -> None:
+        path = _origin_form(target)
+        name, media = _object_of(path)
+        with self._lock:
+            self.requests.append(
+                Request(method, host, path, name, media and method == "GET", status, size)
+            )
+
+
+def _beyond_the_end(status: int, content_range: str | None) -> int | None:
+    """The object's size, where the emulator answered a range that starts at or past
+    its end (206 with `bytes START-END/SIZE`, END < START); else None."""
+    if status != 206 or not content_range:
+        return None
+    spans, _, size = content_range.removeprefix("bytes ").partition("/")
+    start, _, end = spans.partition("-")
+    if start.isdigit() and end.isdigit() and int(end) < int(start) and size.isdigit():
+        return int(size)
+    return None
+
+
+def _origin_form(target: str) -> str:
+    if "://" in target:
+        parsed = urllib.parse.urlsplit(target)
+        return parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    return target
+
+
+def _read_head(stream) -> tuple[str, str, dict[str, str]] | None:
+    line = stream.readline(65536)
+    if not line.strip():
+        return None
+    method, target, _ = line.decode("latin-1").split(" ", 2)
+    headers = {}
+    while True:
+        line = stream.readline(65536)
+        if line in (b"\r\n", b"\n", b""):
+            break
+        key, _, value = line.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return method, target, headers
+
+
+def _read_body(stream, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(stream.readline().split(b";")[0], 16)
+            if size == 0:
+                while stream.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            chunks.append(stream.read(size))
+            stream.readline()
+    return stream.read(int(headers.get("content-length", 0) or 0))
+
+
+class Bucket:
+    """An emulated bucket behind a proxy; `env()` is what a child process reading it needs."""
+
+    def __init__(self, folder: Path, name: str = "fast-tfds-test"):
+        self.name = name
+        self.folder = folder
+        self.ca, cert, key = make_certificates(folder / "tls")
+        self.emulator = Emulator(name).start()
+        self.proxy = Proxy(self.emulator.port, cert, key)
+
+    def url(self, *parts: str) -> str:
+        return "/".join([f"gs://{self.name}", *parts])
+
+    def env(self) -> dict[str, str]:
+        proxy = self.proxy.url
+        return {
+            # TensorFlow's client, through the proxy's TLS.
+            "https_proxy": proxy,
+            "HTTPS_PROXY": proxy,
+            "no_proxy": "",
+            "NO_PROXY": "",
+            "CURL_CA_BUNDLE": str(self.ca),
+            "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test-token",
+            "NO_GCE_CHECK": "true",
+            # gcsfs and array_record, to the proxy as plain HTTP.
+            "STORAGE_EMULATOR_HOST": proxy,
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+            "CLOUD_STORAGE_EMULATOR_ENDPOINT": proxy,
+        }
+
+    def upload(self, local: Path, prefix: str) -> int:
+        """Uploads every file under `local` to `prefix/...` (JSON API simple uploads,
+        straight to the emulator: not counted); the number of files."""
+        count = 0
+        conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            for path in sorted(Path(local).rglob("*")):
+                if path.is_file():
+                    name = f"{prefix}/{path.relative_to(local).as_posix()}"
+                    self._put(conn, name, path.read_bytes())
+                    count += 1
+        finally:
+            conn.close()
+        return count
+
+    def _put(self, conn: http.client.HTTPConnection, name: str, data: bytes) -> None:
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        conn.request(
+            "POST",
+            f"/upload/storage/v1/b/{self.name}/o?{query}",
+            body=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200, f"upload of {name}: HTTP {response.status}"
+
+    def delete(self, name: str) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            quoted = urllib.parse.quote(name, safe="")
+            conn.request("DELETE", f"/storage/v1/b/{self.name}/o/{quoted}")
+            response = conn.getresponse()
+            response.read()
+            assert response.status in (200, 204), f"delete of {name}: HTTP {response.status}"
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.proxy.close()
+        self.emulator.stop()
+
+
+def child_env(bucket: Bucket, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return {**env, **bucket.env(), **extra}

@@ -1,0 +1,163 @@
+"""A bucket that fails: an object missing, the bucket gone mid-epoch, a slow bucket.
+
+Every read ends within a bounded time (every wait here has a timeout), with an error
+that names the object, or with the right examples; the examples served before an
+error are right ones (pixels with their own label), never others.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+import pytest
+
+from tests.bucket import reads
+from tests.bucket.conftest import ARRAY_RECORD, TFRECORD
+from tests.pairs import Truth
+
+# How long a failing read may take, at most, with the settings below: TensorFlow's GCS
+# client with 2 retries of its own (its default is 10, with back-off up to 32 s each),
+# the loader with a 20 s read timeout (array_record's client retries for minutes).
+BOUND_S = 240
+FAIL_FAST = {
+    "GCS_RETRY_CONFIG_MAX_RETRIES": "2",
+    "GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "100000",
+    "GCS_RETRY_CONFIG_MAX_DELAY_TIME_US": "1000000",
+    "FAST_TFDS_BUCKET_READ_TIMEOUT_S": "20",
+}
+PREFIX = {"dataset": TFRECORD, "loader": ARRAY_RECORD}
+SHARD = "cats_vs_dogs_fast/224/1.0.0/cats_vs_dogs_fast-train.{}-00009-of-00016"
+
+READ = """
+import os
+import cats_vs_dogs_fast
+from tests.pairs import outputs_of
+
+kind = os.environ["KIND"]
+read = {"dataset": cats_vs_dogs_fast.as_fast_dataset, "loader": cats_vs_dogs_fast.as_fast_loader}
+got = []
+try:
+    for i, element in enumerate(read[kind](
+        "train", data_dir=os.environ["GS_DIR"], batch_size=4, shuffle=False, seed=0,
+        download_and_prepare=False,
+    )):
+        got.extend(list(o) for o in outputs_of(element))
+        if i == 0 and os.environ.get("PAUSE"):
+            print("FIRST", flush=True)
+            sys.stdin.readline()
+except Exception as error:
+    print("OUTPUTS read", json.dumps(got), flush=True)
+    print("ERROR", type(error).__name__, json.dumps(str(error)), flush=True)
+else:
+    print("OUTPUTS read", json.dumps(got), flush=True)
+"""
+
+
+def truth_of(kind, cats_data_dir, cats_array_record_dir) -> Truth:
+    return Truth.of(cats_data_dir if kind == "dataset" else cats_array_record_dir)
+
+
+def assert_right_examples(outputs, truth: Truth) -> None:
+    """Every example served is one of the split's, with its own pixels and label."""
+    expected = truth.expect(("digest", "label"))
+    assert not collections.Counter(outputs) - expected, "an example not in the split"
+
+
+def start(bucket, kind: str, **env):
+    settings = {**FAIL_FAST, **env}
+    return reads.start(bucket, READ, KIND=kind, GS_DIR=bucket.url(PREFIX[kind]), **settings)
+
+
+def error_message(line: str) -> tuple[str, str]:
+    _, kind, message = line.split(" ", 2)
+    return kind, json.loads(message)
+
+
+@pytest.mark.parametrize("kind", ["dataset", "loader"])
+def test_a_missing_object_ends_the_read_with_its_name(
+    own_bucket, kind, cats_data_dir, cats_array_record_dir
+):
+    file_format = "tfrecord" if kind == "dataset" else "array_record"
+    name = f"{PREFIX[kind]}/{SHARD.format(file_format)}"
+    own_bucket.delete(name)
+    child = start(own_bucket, kind)
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert error, "the read ended without an error"
+    _, message = error_message(error)
+    assert f"gs://{own_bucket.name}/{name}" in message, message
+    if kind == "loader":
+        assert "\n" not in message and "gcloud storage ls -l" in message, message
+    else:
+        assert "fast-tfds verify" in message, message
+    assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
+
+
+@pytest.mark.parametrize("kind", ["dataset", "loader"])
+def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
+    own_bucket, kind, cats_data_dir, cats_array_record_dir
+):
+    # Each request waits, so that most shards are still unread when the bucket goes.
+    own_bucket.proxy.latency_s = 0.5
+    child = start(own_bucket, kind, PAUSE="1")
+    child.until("FIRST\n", BOUND_S)
+    own_bucket.emulator.stop()
+    child.stdin.write("\n")
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert error, "the read ended without an error"
+    _, message = error_message(error)
+    assert f"gs://{own_bucket.name}/{PREFIX[kind]}/" in message, message
+    if kind == "loader":
+        assert "\n" not in message and "within 20 s" in message, message
+    assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
+    assert any(r.status == 0 for r in own_bucket.proxy.requests), "no request failed"
+
+
+@pytest.mark.parametrize("kind", ["dataset", "loader"])
+def test_a_slow_bucket_reads_the_same_pairs(own_bucket, kind, cats_data_dir, cats_array_record_dir):
+    own_bucket.proxy.latency_s = 0.2
+    child = start(own_bucket, kind)
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert not error, error
+    truth_of(kind, cats_data_dir, cats_array_record_dir).check(found["read"])
+    assert own_bucket.proxy.media_reads(".tfrecord-00000-of-00016" if kind == "dataset" else "")
+
+
+def test_an_emulator_host_without_array_records_endpoint_is_one_line(own_bucket):
+    child = start(own_bucket, "loader", CLOUD_STORAGE_EMULATOR_ENDPOINT="")
+    child.stdin.close()
+    _, error = reads.ended(child, BOUND_S)
+    kind, message = error_message(error)
+    assert kind == "ValueError" and "\n" not in message, message
+    assert message.startswith("STORAGE_EMULATOR_HOST=") and "CLOUD_STORAGE_EMULATOR_ENDPOINT=" in (
+        message
+    )
+    assert not [r for r in own_bucket.proxy.requests if r.object and ".array_record-" in r.object]
+
+
+def test_a_bad_read_timeout_is_one_line(own_bucket):
+    child = start(own_bucket, "loader", FAST_TFDS_BUCKET_READ_TIMEOUT_S="soon")
+    child.stdin.close()
+    _, error = reads.ended(child, BOUND_S)
+    assert error_message(error) == (
+        "ValueError",
+        "FAST_TFDS_BUCKET_READ_TIMEOUT_S='soon': must be a positive number of seconds",
+    )
+
+
+def test_the_fail_fast_settings_are_tensorflows():
+    """The GCS settings above are read by this TensorFlow (else the bound is untested)."""
+    import tensorflow as tf
+
+    library = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2")
+    if not os.path.exists(library):
+        pytest.skip(f"no {library} to look into")
+    with open(library, "rb") as f:
+        data = f.read()
+    for name in FAIL_FAST:
+        if name.startswith("GCS_"):
+            assert name.encode() in data, name
