@@ -1,0 +1,92 @@
+"""What the order contract costs: images/s of as_fast_dataset's filling and served epochs,
+shuffle=True (seeded) and shuffle=False, for two source trees side by side, in one run.
+
+    mkdir /tmp/before && git archive 148c4f7 | tar -x -C /tmp/before  # the reader before
+    # a sample made by `python -m benchmarks --images-per-class 1000`:
+    D=fast_tfds_bench/cats_vs_dogs_fast-1000/tensorflow_datasets
+    python benchmarks/experiments/order_cost.py $D --trees /tmp/before . --rounds 3
+
+Each (tree, case) runs in a fresh child process (TensorFlow imported from that tree),
+the trees interleaved round by round so that both see the same machine load; each
+figure is the median over rounds. Cases: cache=True (epoch 1 fills the arena, epoch 2
+is served from it) and cache=False (every epoch decodes), at the stored 224 px and
+resized from `original` to 224.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r"""
+import json, sys, time
+import tensorflow as tf
+import cats_vs_dogs_fast
+data_dir, config, cache, shuffle = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+options = dict(batch_size=64, dtype=tf.uint8, cache=cache, shuffle=shuffle, image_size=224)
+if shuffle:
+    options["seed"] = 0
+ds = cats_vs_dogs_fast.as_fast_dataset(
+    "train", data_dir=data_dir, config=config, download_and_prepare=False, **options)
+rates = []
+for _ in range(2):
+    start, n = time.perf_counter(), 0
+    for images, _ in ds:
+        n += int(images.shape[0])
+    rates.append(n / (time.perf_counter() - start))
+print("RATES", json.dumps(rates))
+"""
+
+CASES = [
+    (config, cache, shuffle)
+    for config in ("224", "original")
+    for cache in (True, False)
+    for shuffle in (True, False)
+]
+
+
+def run(tree: str, data_dir: str, case) -> list[float]:
+    config, cache, shuffle = case
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.abspath(tree),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TF_ENABLE_ONEDNN_OPTS": "0",
+    }
+    args = [sys.executable, "-c", CHILD, data_dir, config, str(int(cache)), str(int(shuffle))]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RATES "))
+    return json.loads(line[len("RATES ") :])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_dir")
+    parser.add_argument("--trees", nargs=2, default=[".", "."], metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    results: dict = {}
+    for _ in range(args.rounds):
+        for case in CASES:
+            for tree in args.trees:
+                results.setdefault((tree, case), []).append(run(tree, args.data_dir, case))
+    before, after = args.trees
+    print(f"images/s, median of {args.rounds} rounds; before={before} after={after}")
+    print(f"{'config':9}{'cache':7}{'shuffle':9}{'epoch':8}{'before':>9}{'after':>9}{'ratio':>8}")
+    for case in CASES:
+        for epoch, name in (
+            (0, "1 (fill)" if case[1] else "1"),
+            (1, "2 served" if case[1] else "2"),
+        ):
+            b = statistics.median(r[epoch] for r in results[(before, case)])
+            a = statistics.median(r[epoch] for r in results[(after, case)])
+            config, cache, shuffle = case
+            print(f"{config:9}{str(cache):7}{str(shuffle):9}{name:8}{b:9.0f}{a:9.0f}{a / b:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
