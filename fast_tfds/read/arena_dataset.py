@@ -1,12 +1,18 @@
 """The arena in tf.data: epoch 1 fills it, every later epoch is a global shuffle of it.
 
 - **Fill** (the first epoch, and any epoch after one that stopped early): the
-  examples are shuffled in a buffer, batched and written at their batch's rows as
-  they are yielded. Stored JPEGs at the output size are decoded straight into their
-  rows, and the uint8 batch handed on is a view of those rows, not a copy.
-- **Serve** (every epoch once the arena is filled): a new permutation of the whole
-  split per epoch (reproducible with a seed) picks each batch's rows, gathered from
-  the arena; nothing is decoded again and the shard files are not opened.
+  examples are shuffled in a buffer seeded from (seed, epoch), batched and each
+  written at its own row (its example index in this pipeline's share) as they are
+  yielded. Stored JPEGs at the output size are decoded straight into their rows when
+  a batch's rows are consecutive (shuffle=False), and the uint8 batch handed on is a
+  view of those rows, not a copy.
+- **Serve** (every epoch once the arena is filled): a permutation of the whole split
+  drawn from (seed, epoch) picks each batch's rows (shuffle=False: the rows in
+  order, the record order), gathered from the arena; nothing is decoded again and
+  the shard files are not opened. Epoch 0 served from a filled arena (a persistent
+  file, a resumed run) replays the order its fill streams in, computed from the
+  indices alone; a later epoch whose arena is empty (a resumed run) first fills it in
+  record order without output. So every epoch is the same whichever run reads it.
 
 The dataset graph reaches the arena through `tf.numpy_function`s that look it up by
 key (see `arena`), and the dataset holds the arena: both go together.

@@ -62,15 +62,23 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
             return epochs.flat_map(one_epoch).map(lambda tag, batch: ((*tag, False), batch))
         # A finite iteration is `epochs` passes' worth of batches from the clock's
         # position: started mid-epoch (set_epoch with a batch), it ends as far into
-        # the epoch after its last, and the next iteration goes on from there.
+        # the epoch after its last, and the next iteration goes on from there. From an
+        # epoch's start, the epochs run to their ends (no `take`): a cache in them
+        # (Dataset.cache, the file cache) completes only when its input ends.
         total = per_epoch * reading.epochs
-        epochs = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + 1)
-        return (
-            epochs.flat_map(one_epoch)
-            .take(total)
-            .enumerate()
-            .map(lambda j, item: ((*item[0], j == total - 1), item[1]))
+        whole = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs)
+        window = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + 1)
+        mid_epoch = first_batch > 0
+        ds = (
+            whole.flat_map(one_epoch)
+            .take(tf.where(mid_epoch, tf.constant(0, tf.int64), -1))
+            .concatenate(
+                window.flat_map(one_epoch)
+                .take(total)
+                .take(tf.where(mid_epoch, tf.constant(-1, tf.int64), 0))
+            )
         )
+        return ds.enumerate().map(lambda j, item: ((*item[0], j == total - 1), item[1]))
 
     def deliver(tag, batch):
         epoch, position, ends_iteration = tag
@@ -158,8 +166,9 @@ def _padded(make_epoch: MakeEpoch, reading: Reading, per_epoch: int) -> MakeEpoc
         specs = fields(spec)
         if batch_size is None:
             padding = tf.nest.pack_sequence_as(spec, [pad_value(s, 1, i) for s, i in specs])
-            ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
-            return ds.take(per_epoch).skip(first)
+            missing = per_epoch - reading.num_examples
+            ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(missing))
+            return ds.skip(first)
 
         def fill_up(*batch):
             batch = batch[0] if len(batch) == 1 else batch
@@ -174,7 +183,10 @@ def _padded(make_epoch: MakeEpoch, reading: Reading, per_epoch: int) -> MakeEpoc
             return tf.nest.pack_sequence_as(spec, filled)
 
         full = tf.nest.pack_sequence_as(spec, [pad_value(s, batch_size, i) for s, i in specs])
-        ds = ds.map(fill_up).concatenate(tf.data.Dataset.from_tensors(full).repeat())
-        return ds.take(per_epoch).skip(first)
+        # Padding batches after this pipeline's own (its last one filled up); no `take`
+        # past them, so that a cache in the epoch sees its end.
+        own = -(-reading.num_examples // batch_size)
+        ds = ds.map(fill_up).concatenate(tf.data.Dataset.from_tensors(full).repeat(per_epoch - own))
+        return ds.skip(first)
 
     return make
