@@ -77,7 +77,9 @@ def main() -> None:
     for _ in range(args.rounds):
         for case in CASES:
             for tree in args.trees:
-                results.setdefault((tree, case), []).append(run(tree, args.data_dir, case))
+                rates = run(tree, args.data_dir, case)
+                results.setdefault((tree, case), []).append(rates)
+                print("ROUND", tree, case, json.dumps(rates), flush=True)
     before, after = args.trees
     print(f"median of {args.rounds} rounds; before={before} after={after}")
     print(
@@ -85,14 +87,19 @@ def main() -> None:
         f"{'ratio':>7}{'CPU ms/img before':>19}{'after':>7}{'ratio':>7}"
     )
     for case in CASES:
-        for epoch, name in (
-            (0, "1 (fill)" if case[1] else "1"),
-            (1, "2 served" if case[1] else "2"),
-        ):
-            b = statistics.median(r[epoch] for r in results[(before, case)])
-            a = statistics.median(r[epoch] for r in results[(after, case)])
+        names = ("1 (fill)", "2 served") if case[1] else ("1", "2")
+        for epoch, name in enumerate(names):
+            b, bc = (
+                statistics.median(r[epoch][k] for r in results[(before, case)]) for k in (0, 1)
+            )
+            a, ac = (statistics.median(r[epoch][k] for r in results[(after, case)]) for k in (0, 1))
             config, cache, shuffle = case
-            print(f"{config:9}{str(cache):7}{str(shuffle):9}{name:8}{b:9.0f}{a:9.0f}{a / b:8.2f}")
+            print(
+                f"{config:9}{str(cache):7}{str(shuffle):9}{name:10}{b:13.0f}{a:7.0f}{a / b:7.2f}"
+                f"{bc:19.2f}{ac:7.2f}{ac / bc:7.2f}"
+            )
+    raw = {f"{tree} {case}": rounds for (tree, case), rounds in results.items()}
+    print("RAW", json.dumps(raw))
 
 
 if __name__ == "__main__":
