@@ -66,18 +66,10 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
         # epoch's start, the epochs run to their ends (no `take`): a cache in them
         # (Dataset.cache, the file cache) completes only when its input ends.
         total = per_epoch * reading.epochs
-        whole = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs)
-        window = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + 1)
-        mid_epoch = first_batch > 0
-        ds = (
-            whole.flat_map(one_epoch)
-            .take(tf.where(mid_epoch, tf.constant(0, tf.int64), -1))
-            .concatenate(
-                window.flat_map(one_epoch)
-                .take(total)
-                .take(tf.where(mid_epoch, tf.constant(-1, tf.int64), 0))
-            )
-        )
+        mid_epoch = tf.cast(first_batch > 0, tf.int64)
+        epochs = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + mid_epoch)
+        count = tf.where(mid_epoch > 0, tf.constant(total, tf.int64), tf.constant(-1, tf.int64))
+        ds = epochs.flat_map(one_epoch).take(count)
         return ds.enumerate().map(lambda j, item: ((*item[0], j == total - 1), item[1]))
 
     def deliver(tag, batch):

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -114,6 +115,11 @@ def test_a_persistent_file_a_shuffled_run_filled_serves_the_record_order(cats_da
     folder = os.fspath(tmp_path)
     shuffled = read(cats_data_dir, persist=True, cache_dir=folder, seed=4, with_index=True)
     assert [k for _, _, k in _rows(shuffled)] != list(range(len(_expected(cats_data_dir))))
+    # The file is written out by a thread of its own once the fill completes.
+    for _ in range(600):
+        if list(tmp_path.glob("*.arena")):
+            break
+        time.sleep(0.2)
     assert list(tmp_path.glob("*.arena")), "the shuffled run should have filled a file"
     ordered_read = read(cats_data_dir, persist=True, cache_dir=folder, shuffle=False)
     # Served from the file (nothing decoded), in the record order.
