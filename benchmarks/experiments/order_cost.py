@@ -62,7 +62,9 @@ def run(tree: str, data_dir: str, case) -> list[list[float]]:
         "TF_ENABLE_ONEDNN_OPTS": "0",
     }
     args = [sys.executable, "-c", CHILD, data_dir, config, str(int(cache)), str(int(shuffle))]
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800, check=True)
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(f"{tree} {case} failed:\n{out.stderr[-3000:]}")
     line = next(x for x in out.stdout.splitlines() if x.startswith("RATES "))
     return json.loads(line[len("RATES ") :])
 
