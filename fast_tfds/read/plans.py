@@ -115,12 +115,12 @@ def _block_stream(reading: Reading) -> MakeEpoch:
     parse_batch = reading.parse_batch
     with_index = reading.with_index
 
-    def decode(indices, serialized):
-        batch = decode_blocks(parse_batch(serialized))
-        return {**batch, INDEX_KEY: indices} if with_index else batch
+    def decode(*block):  # ([indices,] serialized): the index only where it is output
+        batch = decode_blocks(parse_batch(block[-1]))
+        return {**batch, INDEX_KEY: block[0]} if with_index else batch
 
     def one_epoch(epoch, first):
-        ds = reading.shuffled(reading.records(epoch), epoch)
+        ds = reading.shuffled(reading.records(epoch, with_indices=with_index), epoch)
         ds = ds.batch(batch_size, drop_remainder=drop)
         if batching.batch_size is not None:
             ds = ds.skip(first)  # Before decoding: a resumed epoch decodes only its own.

@@ -56,6 +56,7 @@ def read_indexed_records(
     file_seed: tf.Tensor | None = None,
     deterministic: bool = True,
     records: bool = True,
+    indices: bool = True,
 ) -> tf.data.Dataset:
     """(example index, serialized example) pairs of the given file instructions, files
     read in parallel; with `records=False` the indices alone, in the same order.
@@ -70,9 +71,11 @@ def read_indexed_records(
     whole, in turn. With `file_seed` ([2] int64, stateless: the same seed gives the same
     order in any process) the files come in a permuted order, a record of each in turn.
     `records=False` gives the same order from ranges alone (nothing read), which is how
-    a filled cache replays an epoch that was streamed.
+    a filled cache replays an epoch that was streamed; `indices=False` the records
+    alone (a zip per record less, where nothing needs the index).
     """
     count = len(instructions)
+    with_indices = indices
     takes = [int(fi.take) for fi in instructions]
     files = tf.data.Dataset.range(count)
     if file_seed is not None:
@@ -88,7 +91,8 @@ def read_indexed_records(
         indices = tf.data.Dataset.range(offset[k], offset[k] + take[k])
         if not records:
             return indices
-        return tf.data.Dataset.zip(indices, checked_shard_records(filenames[k], skip[k], take[k]))
+        shard = checked_shard_records(filenames[k], skip[k], take[k])
+        return tf.data.Dataset.zip(indices, shard) if with_indices else shard
 
     return files.interleave(
         indexed,
