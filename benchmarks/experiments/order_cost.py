@@ -74,10 +74,13 @@ def main() -> None:
     parser.add_argument("data_dir")
     parser.add_argument("--trees", nargs=2, default=[".", "."], metavar=("BEFORE", "AFTER"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--config", choices=["224", "original"], help="only this config")
+    parser.add_argument("--cache", choices=["True", "False"], help="only this cache choice")
     args = parser.parse_args()
+    cases = [c for c in CASES if args.config in (None, c[0]) and args.cache in (None, str(c[1]))]
     results: dict = {}
     for _ in range(args.rounds):
-        for case in CASES:
+        for case in cases:
             for tree in args.trees:
                 rates = run(tree, args.data_dir, case)
                 results.setdefault((tree, case), []).append(rates)
@@ -88,7 +91,7 @@ def main() -> None:
         f"{'config':9}{'cache':7}{'shuffle':9}{'epoch':10}{'img/s before':>13}{'after':>7}"
         f"{'ratio':>7}{'CPU ms/img before':>19}{'after':>7}{'ratio':>7}"
     )
-    for case in CASES:
+    for case in cases:
         names = ("1 (fill)", "2 served") if case[1] else ("1", "2")
         for epoch, name in enumerate(names):
             b, bc = (
