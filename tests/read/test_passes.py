@@ -8,7 +8,9 @@ dropped mid-epoch, or a new dataset (an empty cache, as in a new process) resume
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +20,8 @@ import fast_tfds
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core.passes import find_clock
+from tests.helpers import child_env, run_ok
+from tests.pairs import digest
 from tests.read.reading import read
 
 SIZES = ProgressiveResize(start=32, end=96, start_epoch=0, end_epoch=2, step=32)
@@ -132,3 +136,30 @@ def test_an_iterator_checkpoint_fails_rather_than_saving_a_wrong_position(cats_d
     checkpoint = tf.train.Checkpoint(iterator=it)
     with pytest.raises(tf.errors.FailedPreconditionError, match="is stateful"):
         checkpoint.save(os.fspath(tmp_path / "ckpt"))
+
+
+RESUMED_CHILD = """
+import json, sys
+import cats_vs_dogs_fast, fast_tfds
+from fast_tfds.augment.progressive import ProgressiveResize
+from fast_tfds.augment.spec import Augment
+from tests.pairs import digest
+ds = cats_vs_dogs_fast.as_fast_dataset(
+    "train", data_dir=sys.argv[1], download_and_prepare=False, batch_size=8, dtype="uint8",
+    image_size=ProgressiveResize(start=32, end=96, start_epoch=0, end_epoch=2, step=32),
+    augment=Augment.train(), seed=5, with_index=True, cache=sys.argv[2] == "cache")
+fast_tfds.set_epoch(ds, 1, 2)
+print(json.dumps([[digest(x.numpy()), k.numpy().tolist()] for x, _, k in ds]))
+"""
+
+
+@pytest.mark.parametrize("cache", ["cache", "stream"])
+def test_a_new_process_resumes_where_an_uninterrupted_run_is(cache, cats_data_dir):
+    ds = progressive(cats_data_dir, cache == "cache")
+    epochs = [batches(ds) for _ in range(3)]
+    out = run_ok(
+        [sys.executable, "-c", RESUMED_CHILD, os.fspath(cats_data_dir), cache], env=child_env()
+    )
+    line = next(line for line in out.splitlines() if line.startswith("[["))
+    expected = [[digest(x), i.tolist()] for x, i in epochs[1][2:] + epochs[2][:2]]
+    assert json.loads(line) == expected
