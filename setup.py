@@ -62,6 +62,8 @@ setup(
         "fast_tfds.core",
         "fast_tfds.cache",
         "fast_tfds.augment",
+        "fast_tfds.augment.ops",
+        "fast_tfds.augment.policies",
         "fast_tfds.building",
         "fast_tfds.read",
         "fast_tfds.samples",

@@ -25,8 +25,10 @@ from typing import Protocol
 
 import numpy as np
 
-# What an epoch does, as `Arena.begin` tells the dataset graph.
-FILL, SERVE = 0, 1
+# What an epoch does, as `Arena.begin` tells the dataset graph: fill the rows while
+# streaming the epoch's output, serve from the filled rows, or fill them first without
+# output and then serve (an epoch whose order is a permutation, in a resumed run).
+FILL, SERVE, FILL_THEN_SERVE = 0, 1, 2
 
 # fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
 # It may also have a method `filled(array)`, called once the fill has written every row,
@@ -78,8 +80,9 @@ class Arena:
     """One array per feature for `num_examples` examples, and whether it is filled.
 
     `begin()` is called once per epoch and says whether the epoch fills the arena or
-    serves from it; `write()` puts a batch in. A fill that stops early (an iterator
-    dropped mid-epoch) leaves the arena unfilled, and the next epoch fills it again.
+    serves from it; `write()` puts a batch at its rows (each example at its own row,
+    whatever order the fill runs in). A fill that stops early (an iterator dropped
+    mid-epoch) leaves the arena unfilled, and the next epoch fills it again.
     """
 
     def __init__(
@@ -112,17 +115,17 @@ class Arena:
         self._filled = filled_rows is not None
         self._generation = 0  # Which fill pass may write; an abandoned one may not.
         self._written = 0
-        self._epoch = 0
         self.key = _register(self)
 
     @property
     def filled(self) -> bool:
         return self._filled
 
-    def begin(self) -> np.ndarray:
-        """[what this epoch does (FILL or SERVE), fill generation, epoch number]."""
+    def begin(self, streamed: bool = True) -> np.ndarray:
+        """[what this epoch does (FILL, SERVE or FILL_THEN_SERVE), fill generation].
+        `streamed`: the epoch's order is the order its records stream in, so a fill can
+        serve it as it goes; else it is a permutation, served once the rows are all in."""
         with self._lock:
-            self._epoch += 1
             if not self._filled:
                 self._generation += 1
                 self._written = 0
@@ -130,33 +133,48 @@ class Arena:
                     # Batches of the stopped fill may still be held, sharing its
                     # rows (uint8 output is not copied): refill new memory.
                     self.arrays = self._allocate()
-            mode = SERVE if self._filled else FILL
-            return np.array([mode, self._generation, self._epoch], np.int64)
+            mode = SERVE if self._filled else FILL if streamed else FILL_THEN_SERVE
+            return np.array([mode, self._generation], np.int64)
 
-    def write(self, generation, position, *columns) -> list[np.ndarray]:
-        """Puts one batch of examples (one array per key, in `keys` order) into rows
-        position..position+len, decoding the encoded features there; returns
-        [0, *the decoded features] (the 0 is a value the graph can depend on)."""
-        start, n = int(position), len(columns[0])
+    def write(self, generation, rows, *columns) -> list[np.ndarray]:
+        """Puts one batch of examples (one array per key, in `keys` order) at `rows` (one
+        row per example, or the first of consecutive rows), decoding the encoded
+        features there; returns [0, *the decoded features] (the 0 is a value the graph
+        can depend on)."""
+        rows = np.asarray(rows, np.int64)
+        if rows.ndim == 0:
+            rows = np.arange(int(rows), int(rows) + len(columns[0]), dtype=np.int64)
+        n = len(rows)
+        # Consecutive rows (an unshuffled fill) are one slice, decoded in place; others
+        # are decoded into a block and copied to their rows (a copy is cheap next to a
+        # decode).
+        start = int(rows[0]) if n else 0
+        run = n == 0 or bool(np.array_equal(rows, np.arange(start, start + n)))
         with self._lock:
             live = int(generation) == self._generation and not self._filled
             arrays = self.arrays
         decoded = []
         for key, column in zip(self.keys, columns, strict=True):
-            rows = arrays[key][start : start + n]
-            if live:
-                prefault(rows)
             decoder = self.columns[key].encoded
-            if decoder is not None and live:
-                decoded.append(decoder.decode_into(column, rows))
-            elif decoder is not None:  # An abandoned fill still decodes its batch.
-                decoded.append(decoder.decode(column))
+            if live and run:
+                target = arrays[key][start : start + n]
+                prefault(target)
+                if decoder is not None:
+                    decoded.append(decoder.decode_into(column, target))
+                else:
+                    target[...] = column
+            elif decoder is not None:
+                images = decoder.decode(column)
+                decoded.append(images)
+                if live:
+                    arrays[key][rows] = images
             elif live:
-                rows[...] = column
+                arrays[key][rows] = column
         if live:
             wrote = getattr(self._allocate_column, "wrote", None)
             if wrote is not None:
-                wrote(arrays, start, n)
+                for first, count in _runs(rows):
+                    wrote(arrays, first, count)
             with self._lock:
                 done = False
                 if int(generation) == self._generation:
@@ -199,6 +217,15 @@ class Arena:
         return {k: self._allocate_column(shape, dtype) for k, (shape, dtype) in wanted.items()}
 
 
+def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """(first, count) of each run of consecutive rows, in row order."""
+    if len(rows) == 0:
+        return []
+    ordered = np.sort(rows)
+    breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
+    return [(int(r[0]), len(r)) for r in np.split(ordered, breaks)]
+
+
 # -- the registry ------------------------------------------------------------------
 # TensorFlow keeps every function given to tf.numpy_function for the life of the
 # process, so those functions reach an arena only by its key, through this weak
@@ -223,8 +250,8 @@ def bytes_held() -> int:
     return sum(arena.nbytes for arena in live_arenas())
 
 
-def begin(key: int) -> np.ndarray:
-    return _live[key].begin()
+def begin(key: int, streamed: bool = True) -> np.ndarray:
+    return _live[key].begin(streamed)
 
 
 def read_ahead(key: int, rows: np.ndarray) -> np.int64:
@@ -240,12 +267,12 @@ def rows(key: int, feature: bytes) -> np.ndarray:
     return _live[key].arrays[feature.decode()]
 
 
-def write(key: int, decoders: dict, generation, position, *columns) -> list[np.ndarray]:
+def write(key: int, decoders: dict, generation, rows, *columns) -> list[np.ndarray]:
     """`Arena.write` on the arena of `key`. `decoders` gives, per key in sorted order,
     the decoder of the encoded features (None for the others)."""
     arena = _live.get(key)
     if arena is not None:
-        return arena.write(generation, position, *columns)
+        return arena.write(generation, rows, *columns)
     # The dataset, and so its arena, is gone while an iterator still runs: decode only.
     columns = dict(zip(sorted(decoders), columns, strict=True))
     return [np.int64(0), *(d.decode(columns[k]) for k, d in decoders.items() if d is not None)]

@@ -35,7 +35,8 @@ import numpy as np
 MAGIC = b"FAST_TFDS_ARENA\0"
 # Bump when the layout of the file changes; a file of another version is refilled.
 # 2: each column has a row count of its own.
-FORMAT_VERSION = 2
+# 3: rows are addressed by example index (before: in the order the fill ran).
+FORMAT_VERSION = 3
 _FIXED = struct.Struct("<16sII32s")  # magic, version, JSON length, sha256 of the JSON
 _MAX_JSON = 1 << 24  # A length beyond this is a damaged header, not a big one.
 _PLACEHOLDER = "0" * 16

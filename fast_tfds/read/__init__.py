@@ -18,11 +18,18 @@
           ├ Plan.ARENA_OF_EXAMPLES (cache=True, fixed-size): shuffle ─ batch ─
           │   copied into the arena in epoch 1; later epochs gather from it
           └ Plan.PER_EXAMPLE: cache (memory or files) ─ shuffle ─ batch
-      ─ to float32, once per batch ─ repeat ─ prefetch ─ assert_cardinality
+      ─ to float32, once per batch: one epoch, from (seed, epoch) alone
+    epochs from the dataset's PassClock ─ prefetch ─ delivered (the clock moves when a
+    pass's last batch is) ─ assert_cardinality
+
+shuffle=False reads the split's record order (an ordered interleave, whole files in
+turn, several read ahead) on every plan; every cache keeps an example at the row of
+its index in the split.
 
 `reader` is the front door; `options` validates the keywords into `ReadOptions`,
 `split_reading` turns them and the split into a `Reading`, `plans` chooses a plan and
-builds its pipeline, `epochs` repeats and declares its length. `records` reads the
+builds one epoch's pipeline, `epochs` numbers the passes (`fast_tfds.core.passes`),
+repeats, pads input pipelines to one length and declares it. `records` reads the
 shards, `parsing` parses records, `decoding` decodes pictures, `output` converts each
 batch; `augment_dataset` wires augmentation (`fast_tfds.augment`) into tf.data,
 `arena_dataset` the arena (`fast_tfds.cache`, which also holds the file cache and where

@@ -2,8 +2,8 @@
 example index), the windows the Grain loader draws for the same three.
 
 Records come tagged with their example index (`records.read_indexed_records`), and
-each iteration of the dataset asks a counter for its epoch number (0, 1, ...) in a
-stateful `tf.numpy_function` before its first batch, as the arena's `begin` does.
+each epoch is made from its number (`epochs`: passes counted by the dataset's clock),
+so its order, windows and size are those of (seed, epoch) in any run.
 
 - **Stream** (cache=False): blocks of records are parsed, and in one
   `tf.numpy_function` per block each picture's window is drawn from its stored size
@@ -12,7 +12,9 @@ stateful `tf.numpy_function` before its first batch, as the arena's `begin` does
 - **Cache** (cache=True): epoch 1 decodes each picture once into a `PictureCache`
   slot at the cache resolution (aspect kept), keeps its other features, and serves
   its batch from the cache; later epochs are a new permutation of the split per
-  epoch (stateless, from the seed and the epoch), each batch cut out of the cache by
+  epoch (stateless, from the seed and the epoch; epoch 0 replays the order it
+  streamed in, and a later epoch of an empty cache, in a resumed run, first fills it
+  without output), each batch cut out of the cache by
   `PictureCache.serve_into` in threads, the GIL released: nothing decoded, no shard
   file opened. The pictures' reference sizes (what windows are drawn in) are known
   before epoch 1: the stored size, or one pass over the JPEG headers.
@@ -40,31 +42,19 @@ from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
 from fast_tfds.core import aligned, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
-from fast_tfds.read import persisted, records
+from fast_tfds.read import arena_dataset, persisted, records
 from fast_tfds.read.decoding import WINDOW_KEY
+from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.parsing import UNBATCHED_BLOCK, make_parser
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
-FILL, SERVE = 0, 1
+FILL, SERVE, FILL_THEN_SERVE = 0, 1, 2
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
 
 
 # -- what both plans share ----------------------------------------------------------
-
-
-class EpochCounter:
-    """Epoch numbers, 0-based, one per iteration of the dataset."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._next = 0
-
-    def begin(self) -> np.int64:
-        with self._lock:
-            epoch, self._next = self._next, self._next + 1
-        return np.int64(epoch)
 
 
 def output_size(reading: Reading) -> tuple[int, int]:
@@ -92,14 +82,12 @@ def block_size(reading: Reading) -> int:
     return reading.batching.batch_size or UNBATCHED_BLOCK
 
 
-def parsed_blocks(reading: Reading, indexed: tf.data.Dataset, *, shuffle: bool):
+def parsed_blocks(reading: Reading, indexed: tf.data.Dataset):
     """(indices [b], batch dict with 'image' JPEG bytes [b] and, where a transform names
-    one, WINDOW_KEY [b, 4]) blocks of the records, shuffled if asked; the last block
-    may be partial."""
+    one, WINDOW_KEY [b, 4]) blocks of the (index, record) pairs `indexed`, in their
+    order; the last block may be partial."""
     order, block = reading.order, block_size(reading)
     ds = indexed
-    if shuffle and order.shuffle:
-        ds = ds.shuffle(order.shuffle_buffer, seed=order.seed, reshuffle_each_iteration=True)
     if reading.parse_batch is not None:
         parse_batch = reading.parse_batch
         ds = ds.batch(block)
@@ -123,6 +111,12 @@ def parsed_blocks(reading: Reading, indexed: tf.data.Dataset, *, shuffle: bool):
     return ds.batch(block)
 
 
+def epoch_blocks(reading: Reading, epoch) -> tf.data.Dataset:
+    """`parsed_blocks` of `epoch`'s records, in the order that epoch streams them (files
+    and shuffle buffer seeded from (seed, epoch)); epoch None: the record order."""
+    return parsed_blocks(reading, reading.shuffled(reading.records(epoch), epoch))
+
+
 def _windows_of(batch: dict) -> tf.Tensor:
     """The hook's windows [b, 4] (top, left, height, width), or [b, 0] for none."""
     window = batch.pop(WINDOW_KEY, None)
@@ -142,6 +136,8 @@ def _finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.
     """Blocks of output dicts -> the reader's batches (or examples)."""
     batch_size = reading.batching.batch_size
     deterministic = reading.order.deterministic
+    if not reading.with_index:
+        ds = ds.map(lambda batch: {k: v for k, v in batch.items() if k != INDEX_KEY})
     if batch_size is None:
         return ds.unbatch().map(reading.output_fn)
     if reading.batching.drop_remainder and not dropped:
@@ -158,16 +154,6 @@ def _finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.
             )
         )
     return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-
-
-def _epochs(make_epoch: Callable[[tf.Tensor], tf.data.Dataset], begin: Callable) -> tf.data.Dataset:
-    """An epoch per iteration: `begin()` (stateful) before its first batch gives the
-    state `make_epoch` builds the epoch from."""
-
-    def start(_):
-        return tf.numpy_function(begin, [], tf.int64, stateful=True)
-
-    return tf.data.Dataset.from_tensors(0).map(start).flat_map(make_epoch)
 
 
 # -- cache=False: crops chosen before decoding ----------------------------------------
@@ -215,17 +201,20 @@ class CroppedDecoder:
         return out
 
 
-def stream(reading: Reading) -> tf.data.Dataset:
-    """Every epoch: records shuffled ─ blocks parsed ─ cropped decode ─ output."""
-    decode = CroppedDecoder(reading.augment, reading.augment_seed, epoch_sizes(reading))
+def stream(reading: Reading):
+    """fn(epoch, first) -> every epoch: records shuffled ─ blocks parsed ─ cropped decode
+    ─ output, from batch `first` on (the blocks before it skipped undecoded)."""
+    decode = CroppedDecoder(reading.augment, reading.seed, epoch_sizes(reading))
     shape = image_shape(reading)
-    counter = EpochCounter()
     drop = reading.batching.drop_remainder and reading.batching.batch_size is not None
+    batched = reading.batching.batch_size is not None
 
-    def one_epoch(epoch):
-        ds = parsed_blocks(reading, reading.indexed, shuffle=True)
+    def one_epoch(epoch, first):
+        ds = epoch_blocks(reading, epoch)
         if drop:
             ds = ds.filter(lambda indices, _: tf.shape(indices)[0] == block_size(reading))
+        if batched:
+            ds = ds.skip(first)
 
         def run(indices, batch):
             batch = dict(batch)
@@ -234,40 +223,17 @@ def stream(reading: Reading) -> tf.data.Dataset:
                 decode, [epoch, indices, batch["image"], boxes], tf.uint8, stateful=False
             )
             batch["image"] = tf.ensure_shape(images, shape)
+            batch[INDEX_KEY] = indices
             return batch
 
         ds = ds.map(run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
-        return _finish(reading, ds, dropped=True)
+        ds = _finish(reading, ds, dropped=True)
+        return ds if batched else ds.skip(first)
 
-    return _epochs(one_epoch, counter.begin)
+    return one_epoch
 
 
 # -- cache=True: pictures decoded once, crops cut from them every epoch ---------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Slots:
-    """Cache slot <-> example index for this input pipeline's file instructions (the
-    same numbers unless an input_context takes a share of the files)."""
-
-    starts: np.ndarray  # Example index of each instruction's first record.
-    firsts: np.ndarray  # Slot of each instruction's first record.
-    index: np.ndarray  # [n]: the example index of each slot.
-
-    @classmethod
-    def of(cls, reading: Reading) -> Slots:
-        takes = np.array([int(fi.take) for fi in reading.instructions], np.int64)
-        starts = np.array(reading.offsets, np.int64)
-        firsts = np.concatenate([[0], np.cumsum(takes)[:-1]]).astype(np.int64)
-        index = np.concatenate(
-            [np.arange(s, s + t, dtype=np.int64) for s, t in zip(starts, takes, strict=True)]
-        )
-        return cls(starts, firsts, index)
-
-    def slots(self, indices) -> np.ndarray:
-        indices = np.asarray(indices, np.int64)
-        k = np.searchsorted(self.starts, indices, side="right") - 1
-        return self.firsts[k] + indices - self.starts[k]
 
 
 class AugmentCache:
@@ -277,7 +243,7 @@ class AugmentCache:
     def __init__(
         self,
         pictures: cached.PictureCache,
-        slots: Slots,
+        slots: records.Slots,
         features: dict[str, tf.TensorSpec],
         augment: Augment,
         seed: int,
@@ -302,7 +268,6 @@ class AugmentCache:
         self.num_threads = platform.available_cpus()
         self._allocate = allocate
         self._lock = threading.Lock()
-        self._epoch = 0
         self._done = False
         self.key = _register(self)
 
@@ -311,16 +276,22 @@ class AugmentCache:
         """Bytes of the cached pictures (their pixels), allocated once before epoch 1."""
         return self.pictures.nbytes
 
-    def begin(self) -> np.ndarray:
-        """[FILL or SERVE, the epoch number (0-based)]."""
-        with self._lock:
-            epoch, self._epoch = self._epoch, self._epoch + 1
-            mode = SERVE if self.pictures.images.filled else FILL
-        return np.array([mode, epoch], np.int64)
+    def begin(self, streamed: bool) -> np.int64:
+        """FILL, SERVE or FILL_THEN_SERVE (see `arena.begin`): `streamed`, the epoch's
+        order is that of its records, which a fill can serve as it goes."""
+        if self.pictures.images.filled:
+            return np.int64(SERVE)
+        return np.int64(FILL if streamed else FILL_THEN_SERVE)
 
     def fill(self, epoch, indices, jpegs, boxes, *features) -> np.ndarray:
         """Decodes the block's pictures that are not cached yet into their slots, keeps
         their features, and serves the block's augmented images from the cache."""
+        slots = self.store(indices, jpegs, boxes, *features)
+        return self._serve_into(epoch, slots, indices)
+
+    def store(self, indices, jpegs, boxes, *features) -> np.ndarray:
+        """Decodes the block's pictures that are not cached yet into their slots and
+        keeps their features; returns the slots."""
         images = self.pictures.images
         slots = self.slots.slots(indices)
         for i, slot in enumerate(slots):
@@ -334,7 +305,7 @@ class AugmentCache:
             except (OSError, ValueError) as err:
                 raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
         self._when_filled()
-        return self._serve_into(epoch, slots, indices)
+        return slots
 
     def serve(self, epoch, slots) -> list[np.ndarray]:
         """[images, *features] of cache slots `slots`, augmented for `epoch`."""
@@ -373,7 +344,7 @@ def _numpy_dtype(dtype: tf.DType):
 def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
     """The spec of one example's features besides the image (what the cache keeps), or a
     one-line ValueError when one cannot be kept per slot (it varies in size, or nests)."""
-    spec = parsed_blocks(reading, reading.indexed, shuffle=False).element_spec[1]
+    spec = parsed_blocks(reading, reading.records()).element_spec[1]
     features = {k: v for k, v in spec.items() if k not in ("image", WINDOW_KEY)}
     for key, value in features.items():
         if not isinstance(value, tf.TensorSpec) or None in value.shape[1:]:
@@ -396,7 +367,7 @@ def picture_size(jpeg: bytes) -> tuple[int, int]:
     return height, width
 
 
-def reference_sizes(reading: Reading, slots: Slots) -> tuple[np.ndarray, np.ndarray]:
+def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray, np.ndarray]:
     """(heights, widths) per slot of the pictures windows are drawn in: the stored
     size when the dataset's is fixed, else one pass over the JPEG headers (and the
     hook's windows); nothing is decoded."""
@@ -404,16 +375,14 @@ def reference_sizes(reading: Reading, slots: Slots) -> tuple[np.ndarray, np.ndar
     stored = reading.features["image"].shape[:2]
     if reading.parse_batch is not None and None not in stored:
         return np.full(n, stored[0], np.int64), np.full(n, stored[1], np.int64)
-    indexed = records.read_indexed_records(
-        reading.instructions, reading.offsets, shuffle=False, seed=None, deterministic=True
-    )
+    indexed = reading.records()
     if reading.parse_batch is not None:
         image_only = {"image": tf.io.FixedLenFeature([], tf.string)}
         ds = indexed.batch(_HEADER_BLOCK).map(
             lambda i, s: (i, tf.io.parse_example(s, image_only)["image"], tf.zeros([0, 0]))
         )
     else:
-        ds = parsed_blocks(reading, indexed, shuffle=False).map(
+        ds = parsed_blocks(reading, indexed).map(
             lambda i, batch: (i, batch["image"], _windows_of(dict(batch)))
         )
     heights, widths = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -433,7 +402,7 @@ def make_cache(reading: Reading) -> AugmentCache:
     size = output_size(reading)
     augment = reading.augment
     features = cached_features(reading)
-    slots = Slots.of(reading)
+    slots = reading.slots
     n = len(slots.index)
     shorter_side = None  # The whole picture at the output size: no reference size needed.
     if augment.crop is not None:
@@ -462,7 +431,7 @@ def make_cache(reading: Reading) -> AugmentCache:
                 slots,
                 features,
                 augment,
-                reading.augment_seed,
+                reading.seed,
                 stored.filling,
                 epoch_sizes(reading),
                 kept=stored.features,
@@ -486,28 +455,29 @@ def make_cache(reading: Reading) -> AugmentCache:
         slots,
         features,
         augment,
-        reading.augment_seed,
+        reading.seed,
         allocate,
         epoch_sizes(reading),
     )
 
 
-def cached_batches(reading: Reading) -> tf.data.Dataset:
-    """Epoch 1 (and any epoch after one that stopped early) fills the cache as it
-    serves; later epochs are served from it alone."""
+def cached_batches(reading: Reading):
+    """fn(epoch, first) -> that epoch's batches from batch `first` on: epoch 0 (every
+    epoch unshuffled) fills an empty cache as it serves, or replays the order it
+    streamed in from a filled one; a later shuffled epoch is a permutation of the split
+    served from the cache, which an empty cache (a resumed run) first fills for."""
     cache = make_cache(reading)
     key, keys = cache.key, cache.keys
     specs = cache.specs
     shape = image_shape(reading)
     n, block = len(cache.slots.index), block_size(reading)
-    seed = reading.augment_seed
-
-    def begin():
-        return _live[key].begin()
+    seed = reading.seed
+    shuffle = reading.order.shuffle
+    batched = reading.batching.batch_size is not None
+    drop = reading.batching.drop_remainder and batched
+    slots = cache.slots
 
     def fill_epoch(epoch):
-        ds = parsed_blocks(reading, reading.indexed, shuffle=True)
-
         def run(indices, batch):
             batch = dict(batch)
             boxes = _windows_of(batch)
@@ -518,24 +488,41 @@ def cached_batches(reading: Reading) -> tf.data.Dataset:
                 stateful=True,
             )
             batch["image"] = tf.ensure_shape(images, shape)
+            batch[INDEX_KEY] = indices
             return batch
 
-        ds = ds.map(run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
+        ds = epoch_blocks(reading, epoch).map(
+            run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+        )
         # Every example is written, also those of a last partial batch that
         # drop_remainder leaves out of this epoch's output.
         return _finish(reading, ds, dropped=False)
 
-    def serve_epoch(epoch):
+    def serve_epoch(epoch, first):
         order = tf.range(n, dtype=tf.int64)
-        if reading.order.shuffle:
+        if shuffle:
             order = tf.random.experimental.stateless_shuffle(
                 order, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
             )
-        drop = reading.batching.drop_remainder and reading.batching.batch_size is not None
         count = n // block if drop else -(-n // block)
+        skip = first if batched else tf.constant(0, tf.int64)
+        rows = tf.data.Dataset.range(skip, count).map(lambda i: order[i * block : (i + 1) * block])
+        if shuffle:
+            # Epoch 0 streamed in the order its records came in: replay it.
+            streamed = (
+                reading.shuffled(reading.records(epoch, indices_only=True), epoch)
+                .batch(block)
+                .map(slots.tf_slots)
+                .skip(skip)
+            )
+            if drop:
+                streamed = streamed.filter(lambda r: tf.shape(r)[0] == block)
+            zero = tf.equal(epoch, 0)
+            rows = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
+                rows.take(tf.where(zero, tf.constant(0, tf.int64), -1))
+            )
 
-        def gather(i):
-            rows = order[i * block : (i + 1) * block]
+        def gather(rows):
             served = tf.numpy_function(
                 lambda epoch, rows: _live[key].serve(epoch, rows),
                 [epoch, rows],
@@ -545,25 +532,50 @@ def cached_batches(reading: Reading) -> tf.data.Dataset:
             batch = {"image": tf.ensure_shape(served[0], shape)}
             for k, values in zip(keys, served[1:], strict=True):
                 batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
+            batch[INDEX_KEY] = tf.gather(tf.constant(slots.index), rows)
             return batch
 
-        ds = tf.data.Dataset.range(count).map(
+        ds = rows.map(
             gather, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
         )
-        return _finish(reading, ds, dropped=True)
+        ds = _finish(reading, ds, dropped=True)
+        return ds if batched else ds.skip(first)
 
-    def one_epoch(state):
-        mode, epoch = state[0], state[1]
+    def one_epoch(epoch, first):
+        streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
+        mode = tf.numpy_function(
+            lambda streamed: _live[key].begin(bool(streamed)), [streamed], tf.int64, stateful=True
+        )
         # take(0) gets an empty iterator: the branch not taken is never set up, so a
         # served epoch starts without opening the shard files.
         fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == SERVE, tf.constant(-1, tf.int64), 0)
-        return fill_epoch(epoch).take(fill_count).concatenate(serve_epoch(epoch).take(serve_count))
+        quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
+        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
+        filled = fill_epoch(epoch).skip(first)  # Skipped batches are cached all the same.
+        served = serve_epoch(epoch, first)
+        quiet = quiet_fill_as(served.element_spec)
+        return (
+            filled.take(fill_count)
+            .concatenate(quiet.take(quiet_count))
+            .concatenate(served.take(serve_count))
+        )
 
-    def start(_):
-        return tf.ensure_shape(tf.numpy_function(begin, [], tf.int64, stateful=True), [2])
+    def quiet_fill_as(spec):
+        """The quiet fill as a dataset of `spec` that yields nothing."""
 
-    ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(one_epoch)
-    # Datasets made from this one keep it, and so the cache, alive.
-    ds._fast_tfds_augment_cache = cache
-    return ds
+        def run(indices, batch):
+            batch = dict(batch)
+            boxes = _windows_of(batch)
+            return tf.numpy_function(
+                lambda *args: np.int64(len(_live[key].store(*args))),
+                [indices, batch["image"], boxes, *(batch[k] for k in keys)],
+                tf.int64,
+                stateful=True,
+            )
+
+        ds = epoch_blocks(reading, None).map(run, num_parallel_calls=AUTOTUNE)
+        return arena_dataset.nothing_of(ds, spec)
+
+    # The dataset that uses these epochs keeps the cache alive (see `_live`).
+    one_epoch.keep = cache
+    return one_epoch

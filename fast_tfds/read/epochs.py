@@ -1,22 +1,98 @@
-"""An iteration of the reader's dataset: its epochs repeated as asked, prefetched, with
-the exact number of batches declared (Keras then shows N/N steps and never warns that
-the input ran out of data)."""
+"""An iteration of the reader's dataset: passes numbered by a `PassClock`, repeated as
+asked, padded across pipelines where asked, prefetched, with the exact number of
+batches declared (Keras then shows N/N steps and never warns that the input ran out).
+
+Each plan gives one epoch's batches as a function of the epoch number (and the first
+batch to yield, for a resumed run): every random choice in it comes from (seed, epoch).
+The epoch an iterator starts at comes from the dataset's clock when the iterator
+starts; the clock moves only when the last batch of a pass has been delivered, by a
+step after the prefetch (a batch still in the prefetch buffer was not delivered). So
+a peek, Keras' shape reads or an iterator dropped mid-epoch do not shift the epochs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import tensorflow as tf
 
+from fast_tfds.core.passes import PassClock
 from fast_tfds.read import records
+from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
+# fn(epoch, first) -> the batches first.. of that epoch (both int64 scalar tensors).
+MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
+# Epochs of an endless iteration (repeat=True): more than any run takes.
+_ENDLESS = 2**62
 
 
-def repeat_epochs(ds: tf.data.Dataset, reading: Reading) -> tf.data.Dataset:
-    """One epoch's batches ─ repeat ─ prefetch, with the dataset's exact length."""
-    if reading.epochs != 1:
-        ds = ds.repeat(reading.epochs)
-    ds = ds.prefetch(AUTOTUNE)
+def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
+    """The epochs of one iteration from the clock's start ─ prefetch ─ delivered (the
+    clock told of each completed pass), with the dataset's exact length."""
+    per_epoch = batches_per_epoch(reading)
+    clock = PassClock(per_epoch, endless=reading.epochs is None)
+    keep = make_epoch
+    if reading.padded_examples is not None:
+        make_epoch = _padded(make_epoch, reading, per_epoch)
+
+    def start(_):
+        def where():
+            at = clock.start()
+            return np.array([at.epoch, at.batch], np.int64)
+
+        return tf.ensure_shape(tf.numpy_function(where, [], tf.int64, stateful=True), [2])
+
+    def iteration(at):
+        first_epoch, first_batch = at[0], at[1]
+        finite = reading.epochs is not None
+
+        def one_epoch(epoch):
+            first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
+            return (
+                make_epoch(epoch, first)
+                .enumerate(first)
+                .map(lambda position, batch: ((epoch, position), batch))
+            )
+
+        if not finite:
+            epochs = tf.data.Dataset.range(first_epoch, first_epoch + _ENDLESS)
+            return epochs.flat_map(one_epoch).map(lambda tag, batch: ((*tag, False), batch))
+        # A finite iteration is `epochs` passes' worth of batches from the clock's
+        # position: started mid-epoch (set_epoch with a batch), it ends as far into
+        # the epoch after its last, and the next iteration goes on from there. From an
+        # epoch's start, the epochs run to their ends (no `take`): a cache in them
+        # (Dataset.cache, the file cache) completes only when its input ends.
+        total = per_epoch * reading.epochs
+        mid_epoch = tf.cast(first_batch > 0, tf.int64)
+        epochs = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + mid_epoch)
+        count = tf.where(mid_epoch > 0, tf.constant(total, tf.int64), tf.constant(-1, tf.int64))
+        ds = epochs.flat_map(one_epoch).take(count)
+        return ds.enumerate().map(lambda j, item: ((*item[0], j == total - 1), item[1]))
+
+    def deliver(tag, batch):
+        epoch, position, ends_iteration = tag
+
+        def delivered(epoch, position):
+            epoch, position = int(epoch), int(position)
+            if position == per_epoch - 1:
+                clock.completed(epoch)
+            else:  # The end of an iteration that started mid-epoch.
+                clock.set_epoch(epoch, position + 1)
+            return np.int64(0)
+
+        done = tf.cond(
+            tf.logical_or(position == per_epoch - 1, ends_iteration),
+            lambda: tf.numpy_function(delivered, [epoch, position], tf.int64, stateful=True),
+            lambda: tf.constant(0, tf.int64),
+        )
+        with tf.control_dependencies([done]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(iteration)
+    ds = ds.prefetch(AUTOTUNE).map(deliver)
     if reading.service_address is None or reading.service_sharding == "dynamic":
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))
     tf_options = tf.data.Options()
@@ -26,15 +102,83 @@ def repeat_epochs(ds: tf.data.Dataset, reading: Reading) -> tf.data.Dataset:
     # (and TensorFlow's own decode pipelines) ran on one core, at half the rate on
     # two, whatever parallelism the decoding map was given (docs/design.md).
     tf_options.autotune.enabled = False
-    return ds.with_options(tf_options)
+    # The epoch and the caches live outside the graph (numpy functions): a tf.data
+    # iterator checkpoint cannot hold them, so saving one fails rather than saving a
+    # position that would not resume. Resume with fast_tfds.set_epoch / KerasEpochs.
+    tf_options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
+    ds = ds.with_options(tf_options)
+    ds._fast_tfds_clock = clock
+    # The arena or picture cache the epochs' numpy functions reach by key: datasets made
+    # from this one keep it alive, and it goes with them.
+    ds._fast_tfds_arena = getattr(keep, "arena", None)
+    ds._fast_tfds_augment_cache = getattr(keep, "keep", None)
+    return ds
+
+
+def batches_per_epoch(reading: Reading) -> int:
+    """Elements (batches, or examples) one pass yields."""
+    batching = reading.batching
+    examples = reading.num_examples
+    if reading.padded_examples is not None:
+        examples = reading.padded_examples
+        if batching.batch_size is not None:  # Every batch full: the last one padded too.
+            return -(-examples // batching.batch_size)
+    return records.batches_per_epoch(examples, batching.batch_size, batching.drop_remainder)
 
 
 def cardinality(reading: Reading) -> int:
     """Elements (batches, or examples) the dataset yields per iteration."""
     if reading.epochs is None:
         return tf.data.INFINITE_CARDINALITY
-    batching = reading.batching
-    per_epoch = records.batches_per_epoch(
-        reading.num_examples, batching.batch_size, batching.drop_remainder
-    )
-    return per_epoch * reading.epochs
+    return batches_per_epoch(reading) * reading.epochs
+
+
+def _padded(make_epoch: MakeEpoch, reading: Reading, per_epoch: int) -> MakeEpoch:
+    """Each epoch's batches, the last one filled up and followed by full batches of
+    padding (index -1, label 0, zero image) up to `per_epoch`: every pipeline then runs
+    the same number of steps (a JAX or multi-worker step would wait forever for one
+    that ran out). The mask is index >= 0."""
+    batch_size = reading.batching.batch_size
+
+    def pad_value(spec: tf.TensorSpec, count, index: bool):
+        shape = [count, *spec.shape[1:]] if batch_size is not None else spec.shape.as_list()
+        if spec.dtype == tf.string:
+            return tf.fill(shape, "")
+        return tf.fill(shape, tf.constant(-1 if index else 0, spec.dtype))
+
+    def fields(spec) -> list[tuple[tf.TensorSpec, bool]]:
+        """(spec, is the index) of each output field, in tf.nest order."""
+        if isinstance(spec, dict):
+            return [(spec[k], k == INDEX_KEY) for k in sorted(spec)]
+        return [(s, i == 2) for i, s in enumerate(spec)]  # (image, label, index)
+
+    def make(epoch, first):
+        ds = make_epoch(epoch, tf.constant(0, tf.int64))
+        spec = ds.element_spec
+        specs = fields(spec)
+        if batch_size is None:
+            padding = tf.nest.pack_sequence_as(spec, [pad_value(s, 1, i) for s, i in specs])
+            missing = per_epoch - reading.num_examples
+            ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(missing))
+            return ds.skip(first)
+
+        def fill_up(*batch):
+            batch = batch[0] if len(batch) == 1 else batch
+            values = tf.nest.flatten(batch)
+            missing = batch_size - tf.shape(values[0])[0]
+            filled = [
+                tf.ensure_shape(
+                    tf.concat([v, pad_value(s, missing, i)], 0), [batch_size, *s.shape[1:]]
+                )
+                for v, (s, i) in zip(values, specs, strict=True)
+            ]
+            return tf.nest.pack_sequence_as(spec, filled)
+
+        full = tf.nest.pack_sequence_as(spec, [pad_value(s, batch_size, i) for s, i in specs])
+        # Padding batches after this pipeline's own (its last one filled up); no `take`
+        # past them, so that a cache in the epoch sees its end.
+        own = -(-reading.num_examples // batch_size)
+        ds = ds.map(fill_up).concatenate(tf.data.Dataset.from_tensors(full).repeat(per_epoch - own))
+        return ds.skip(first)
+
+    return make

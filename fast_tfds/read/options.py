@@ -126,21 +126,34 @@ class ReadOptions:
         be kept, and are cached in memory for the run (one log line). See
         docs/reading.md and `fast_tfds.cache.persistent`.
       shuffle: shuffle file order and examples (a new order every epoch); epochs
-        served from the arena are a permutation of the whole split.
+        served from the arena are a permutation of the whole split. False: the
+        split's record order (as `tfds.data_source` and `tfds.load(...,
+        shuffle_files=False)` index it), the same on every pass and in every process,
+        whatever the cache; the files are still read and decoded in parallel.
       shuffle_buffer: examples in the shuffle buffer of epochs that decode (epoch 1
         with the arena; every epoch without it).
-      seed: seed for the shuffles; with deterministic=True the order of every epoch
-        repeats from run to run.
+      seed: seed for the shuffles and the augmentation: each epoch's order, crops and
+        size come from (seed, epoch), so a run resumed at an epoch with
+        `fast_tfds.set_epoch` (or the `fast_tfds.KerasEpochs` callback) continues as
+        an uninterrupted one would. Without a seed one is drawn per dataset.
       deterministic: keep a reproducible element order (slower). Default: True when
-        a seed is given, else False.
+        a seed is given or shuffle=False, else False.
       repeat: False for one epoch per iteration, True to repeat forever (the fastest
         for Keras: fit(steps_per_epoch=...) keeps one iterator), or a number of
-        epochs. Batches never straddle two epochs.
+        epochs. Batches never straddle two epochs. The epoch of a pass is the number
+        of passes over this dataset completed before it (its last batch delivered),
+        not of iterators made: a peek (`next(iter(ds))`) or a dropped iterator does
+        not move it (`fast_tfds.core.passes`).
       drop_remainder: drop each epoch's last incomplete batch.
       dtype: tf.float32 for images scaled to [0, 1], tf.uint8 for raw pixels.
       as_supervised: (image, label) tuples, else dicts of all features.
       input_context: a tf.distribute.InputContext: this input pipeline reads its own
-        subset of the shard files.
+        subset of the shard files (instructions[i::n]). With several pipelines,
+        shuffle=False and with_index=True, every pipeline yields the same number of
+        full batches (that of the largest share), padded with examples of index -1.
+      with_index: add each example's index in the split (its position in the record
+        order, numbered before an input_context takes its share): (image, label,
+        index) with as_supervised, else an "index" feature; int64.
       transform: an optional fn(example dict) -> example dict applied after parsing
         (the image still JPEG bytes) and before decoding and the cache;
         dataset-specific options such as cropping use it. To crop, it may add
@@ -158,7 +171,7 @@ class ReadOptions:
         jitter) drawn for each example from (seed, epoch, example index): a new
         window every epoch, the same as the Grain loader's for the same seed, epoch
         and example (the example's position in the split as read; epochs count from
-        0 per iteration of the dataset). Without a seed one is drawn, so epochs
+        0, counted in completed passes). Without a seed one is drawn, so epochs
         still differ. With cache=True each picture is decoded once, in epoch 1, at
         `cache_shorter_side` (in memory, or on disk over the memory budget), and
         every epoch's crops are cut from it: later epochs neither decode nor open
@@ -191,6 +204,7 @@ class ReadOptions:
     service_sharding: str = "dynamic"
     augment: Augment | None = None
     cache_shorter_side: int | None = None
+    with_index: bool = False
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size)
@@ -223,6 +237,8 @@ class ReadOptions:
                     "deterministic=True: with service= the workers deliver examples as they "
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
+        if not isinstance(self.with_index, bool):
+            raise ValueError(f"with_index={self.with_index!r}: must be True or False")
         check_augment(self.augment)
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         if self.augment is not None:
@@ -247,7 +263,11 @@ class ReadOptions:
         """Reproducible order: asked for, or implied by a seed (never with a service)."""
         if self.service is not None:
             return False
-        return self.seed is not None if self.deterministic is None else bool(self.deterministic)
+        if self.deterministic is None:
+            # shuffle=False promises the split's record order; shuffle=True only
+            # repeats with a seed, and is fastest unordered without one.
+            return self.seed is not None or not self.shuffle
+        return bool(self.deterministic)
 
     @property
     def epochs(self) -> int | None:

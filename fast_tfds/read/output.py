@@ -14,8 +14,13 @@ def to_unit_float(images: tf.Tensor) -> tf.Tensor:
     return tf.cast(images, tf.float32) * (1.0 / 255.0)
 
 
-def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys):
-    """fn(batch dict) -> (image, label) or the dict, with the image converted to `dtype`."""
+INDEX_KEY = "index"
+
+
+def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys, with_index=False):
+    """fn(batch dict) -> (image, label) or the dict, with the image converted to `dtype`;
+    with `with_index`, (image, label, index) or the dict with its "index" feature (the
+    batch dict's INDEX_KEY, which it holds only then)."""
 
     def output(example: dict):
         image = example["image"]
@@ -24,6 +29,8 @@ def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys):
         example = {**example, "image": image}
         if as_supervised:
             image_key, label_key = supervised_keys or ("image", "label")
+            if with_index:
+                return example[image_key], example[label_key], example[INDEX_KEY]
             return example[image_key], example[label_key]
         return example
 

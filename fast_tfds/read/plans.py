@@ -18,10 +18,12 @@ from fast_tfds.cache import tf_file_cache
 from fast_tfds.read import arena_dataset, augment_dataset
 from fast_tfds.read.decoding import decode_jpeg_blocks
 from fast_tfds.read.options import CacheKind
+from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.parsing import UNBATCHED_BLOCK
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
+MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 
 
 class Plan(enum.Enum):
@@ -60,68 +62,102 @@ def choose_plan(reading: Reading) -> Plan:
         if arena_dataset.supports(reading.block_spec):
             return Plan.ARENA
     # Strings (filenames) and features that vary in size cannot live in an arena.
-    if kind is CacheKind.MEMORY and arena_dataset.supports(reading.examples.element_spec):
+    if kind is CacheKind.MEMORY and arena_dataset.supports(reading.examples().element_spec[1]):
         return Plan.ARENA_OF_EXAMPLES
     return Plan.PER_EXAMPLE
 
 
-def _arena(reading: Reading) -> tf.data.Dataset:
+def _arena_epochs(reading: Reading) -> arena_dataset.ArenaEpochs:
+    return arena_dataset.ArenaEpochs(
+        reading.num_examples,
+        reading.batching,
+        reading.order,
+        reading.output_fn,
+        seed=reading.seed,
+        slots=reading.slots,
+        with_index=reading.with_index,
+    )
+
+
+def _index_blocks(reading: Reading, block: int):
+    """fn(epoch) -> the indices of each block of `epoch`, in the order it streams."""
+    return lambda epoch: reading.shuffled(reading.records(epoch, indices_only=True), epoch).batch(
+        block
+    )
+
+
+def _arena(reading: Reading) -> MakeEpoch:
     """Plan.ARENA: records shuffled ─ batched ─ parsed and decoded into the arena's rows
     (epoch 1); later epochs gather from the arena."""
-    epochs = arena_dataset.ArenaEpochs(
-        reading.num_examples, reading.batching, reading.order, reading.output_fn
-    )
+    epochs = _arena_epochs(reading)
     allocate, filled_rows = reading.arena_rows(reading.block_spec)
-    ds, _ = arena_dataset.arena_batches(
-        reading.serialized,
+    make_epoch, _ = arena_dataset.arena_batches(
+        lambda epoch: reading.shuffled(reading.records(epoch), epoch).batch(epochs.block),
         epochs,
+        specs=reading.block_spec,
+        index_blocks=_index_blocks(reading, epochs.block),
         parse_batch=reading.parse_batch,
         encoded=reading.encoded,
         allocate=allocate,
         filled_rows=filled_rows,
     )
-    return ds
+    return make_epoch
 
 
-def _block_stream(reading: Reading) -> tf.data.Dataset:
+def _block_stream(reading: Reading) -> MakeEpoch:
     """Plan.BLOCK_STREAM: records shuffled (still serialized: a smaller buffer entry than
     a parsed example) ─ batched ─ parsed and decoded as one block ─ output."""
-    order, batching = reading.order, reading.batching
-    deterministic = order.deterministic
-    ds = reading.serialized
-    if order.shuffle:
-        ds = ds.shuffle(order.shuffle_buffer, seed=order.seed, reshuffle_each_iteration=True)
+    batching = reading.batching
+    deterministic = reading.order.deterministic
     batch_size = batching.batch_size or UNBATCHED_BLOCK
     drop = batching.drop_remainder and batching.batch_size is not None
     decode_blocks = decode_jpeg_blocks(reading.encoded, batch_size if drop else None)
     parse_batch = reading.parse_batch
-    ds = ds.batch(batch_size, drop_remainder=drop)
-    ds = ds.map(
-        lambda serialized: decode_blocks(parse_batch(serialized)),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic,
-    )
-    if batching.batch_size is None:
-        ds = ds.unbatch()
-    return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    with_index = reading.with_index
+
+    def decode(*block):  # ([indices,] serialized): the index only where it is output
+        batch = decode_blocks(parse_batch(block[-1]))
+        return {**batch, INDEX_KEY: block[0]} if with_index else batch
+
+    def one_epoch(epoch, first):
+        ds = reading.shuffled(reading.records(epoch, with_indices=with_index), epoch)
+        ds = ds.batch(batch_size, drop_remainder=drop)
+        if batching.batch_size is not None:
+            ds = ds.skip(first)  # Before decoding: a resumed epoch decodes only its own.
+        ds = ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        if batching.batch_size is None:
+            ds = ds.unbatch().skip(first)
+        return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+
+    return one_epoch
 
 
-def _arena_of_examples(reading: Reading) -> tf.data.Dataset:
+def _arena_of_examples(reading: Reading) -> MakeEpoch:
     """Plan.ARENA_OF_EXAMPLES: decoded examples shuffled ─ batched ─ copied into the
     arena (epoch 1); later epochs gather from the arena."""
-    epochs = arena_dataset.ArenaEpochs(
-        reading.num_examples, reading.batching, reading.order, reading.output_fn
+    epochs = _arena_epochs(reading)
+    specs = reading.examples().element_spec[1]
+    allocate, filled_rows = reading.arena_rows(specs)
+    index_blocks = None if reading.service_address else _index_blocks(reading, epochs.block)
+    make_epoch, _ = arena_dataset.arena_batches(
+        lambda epoch: reading.shuffled(reading.examples(epoch), epoch).batch(
+            epochs.block, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+        ),
+        epochs,
+        specs=specs,
+        index_blocks=index_blocks,
+        allocate=allocate,
+        filled_rows=filled_rows,
     )
-    allocate, filled_rows = reading.arena_rows(reading.examples.element_spec)
-    ds, _ = arena_dataset.arena_batches(
-        reading.examples, epochs, allocate=allocate, filled_rows=filled_rows
-    )
-    return ds
+    return make_epoch
 
 
-def _per_example(reading: Reading) -> tf.data.Dataset:
+def _per_example(reading: Reading) -> MakeEpoch:
     """Plan.PER_EXAMPLE: decoded examples ─ cache (in memory or files) ─ shuffle buffer
-    ─ batch ─ output."""
+    ─ batch ─ output.
+
+    With a cache, the examples are cached in the split's record order and each epoch
+    shuffles them from (seed, epoch): the order never depends on which pass filled it."""
     order, batching, cache = reading.order, reading.batching, reading.cache
     deterministic = order.deterministic
     if cache.persist:
@@ -131,44 +167,58 @@ def _per_example(reading: Reading) -> tf.data.Dataset:
             reading.builder.info.full_name,
             reading.split,
         )
-    ds = reading.examples
-    if cache.kind is CacheKind.MEMORY:
-        ds = ds.cache()
-    elif cache.kind is CacheKind.FILES:  # Keyed by what is cached, safe against killed runs.
-        ds = tf_file_cache.cache_in_files(
-            ds,
-            cache.path,
-            dataset_name=reading.builder.info.full_name,
-            split=reading.split,
-            instructions=reading.instructions,
-            transform=reading.transform,
-        )
-    if order.shuffle:
-        ds = ds.shuffle(order.shuffle_buffer, seed=order.seed, reshuffle_each_iteration=True)
-    if batching.batch_size is not None:
-        ds = ds.batch(
-            batching.batch_size,
-            drop_remainder=batching.drop_remainder,
-            num_parallel_calls=AUTOTUNE,
-            deterministic=deterministic,
-        )
-    return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    with_index = reading.with_index
+
+    def as_dict(index, example):
+        return {**example, INDEX_KEY: index} if with_index else example
+
+    cached = None
+    if cache.kind is not CacheKind.OFF:
+        cached = reading.examples().map(as_dict)
+        if cache.kind is CacheKind.MEMORY:
+            cached = cached.cache()
+        else:  # Keyed by what is cached, safe against killed runs.
+            cached = tf_file_cache.cache_in_files(
+                cached,
+                cache.path,
+                dataset_name=reading.builder.info.full_name,
+                split=reading.split,
+                instructions=reading.instructions,
+                transform=reading.transform,
+            )
+
+    def one_epoch(epoch, first):
+        ds = cached if cached is not None else reading.examples(epoch).map(as_dict)
+        ds = reading.shuffled(ds, epoch)
+        if batching.batch_size is not None:
+            ds = ds.batch(
+                batching.batch_size,
+                drop_remainder=batching.drop_remainder,
+                num_parallel_calls=AUTOTUNE,
+                deterministic=deterministic,
+            )
+        ds = ds.skip(first)
+        return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+
+    return one_epoch
 
 
-def _augmented_cache(reading: Reading) -> tf.data.Dataset:
+def _augmented_cache(reading: Reading) -> MakeEpoch:
     """Plan.AUGMENTED_CACHE: records shuffled ─ blocks parsed ─ pictures decoded into the
     cache and the block's crops served from it (epoch 1); later epochs: a permutation
     of the split ─ each batch's crops served from the cache ─ output."""
     return augment_dataset.cached_batches(reading)
 
 
-def _augmented_stream(reading: Reading) -> tf.data.Dataset:
+def _augmented_stream(reading: Reading) -> MakeEpoch:
     """Plan.AUGMENTED_STREAM: records shuffled ─ blocks parsed ─ windows drawn, only
     what they need decoded, flipped and jittered ─ output."""
     return augment_dataset.stream(reading)
 
 
-PIPELINES: dict[Plan, Callable[[Reading], tf.data.Dataset]] = {
+# Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on; the
+# caller (`epochs.repeat_epochs`) numbers the passes.
+PIPELINES: dict[Plan, Callable[[Reading], MakeEpoch]] = {
     Plan.ARENA: _arena,
     Plan.BLOCK_STREAM: _block_stream,
     Plan.ARENA_OF_EXAMPLES: _arena_of_examples,

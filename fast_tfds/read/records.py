@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -48,25 +49,76 @@ def shard_for_pipeline(instructions, input_context: tf.distribute.InputContext):
     return instructions[i::n]
 
 
+def read_indexed_records(
+    instructions,
+    offsets,
+    *,
+    file_seed: tf.Tensor | None = None,
+    deterministic: bool = True,
+    records: bool = True,
+    indices: bool = True,
+) -> tf.data.Dataset:
+    """(example index, serialized example) pairs of the given file instructions, files
+    read in parallel; with `records=False` the indices alone, in the same order.
+
+    The index is `offsets[k]` + the record's position within instruction k, so neither
+    the file order nor the interleave changes it: it is the example's position in the
+    split, as the Grain loader numbers examples.
+
+    Without `file_seed` the order is the split's record order (TFDS's: instruction by
+    instruction, records in shard order): an ordered interleave whose blocks hold a
+    whole instruction reads `cycle_length` files ahead in parallel and yields each one
+    whole, in turn. With `file_seed` ([2] int64, stateless: the same seed gives the same
+    order in any process) the files come in a permuted order, a record of each in turn.
+    `records=False` gives the same order from ranges alone (nothing read), which is how
+    a filled cache replays an epoch that was streamed; `indices=False` the records
+    alone (a zip per record less, where nothing needs the index).
+    """
+    count = len(instructions)
+    with_indices = indices
+    takes = [int(fi.take) for fi in instructions]
+    files = tf.data.Dataset.range(count)
+    if file_seed is not None:
+        files = tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64), file_seed)
+        )
+    filenames = tf.constant([os.fspath(fi.filename) for fi in instructions])
+    skip = tf.constant([int(fi.skip) for fi in instructions], tf.int64)
+    take = tf.constant(takes, tf.int64)
+    offset = tf.constant(list(offsets), tf.int64)
+
+    def indexed(k):
+        indices = tf.data.Dataset.range(offset[k], offset[k] + take[k])
+        if not records:
+            return indices
+        shard = checked_shard_records(filenames[k], skip[k], take[k])
+        return tf.data.Dataset.zip(indices, shard) if with_indices else shard
+
+    return files.interleave(
+        indexed,
+        cycle_length=min(count, max(4, os.cpu_count() or 1)),
+        block_length=max(takes) if file_seed is None else 1,
+        num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic or file_seed is None,
+    )
+
+
 def read_records(
     instructions, *, shuffle: bool, seed: int | None, deterministic: bool
 ) -> tf.data.Dataset:
-    """Serialized examples of the given file instructions, files read in parallel."""
-    files = tf.data.Dataset.from_tensor_slices(
-        (
-            [os.fspath(fi.filename) for fi in instructions],
-            tf.constant([fi.skip for fi in instructions], tf.int64),
-            tf.constant([fi.take for fi in instructions], tf.int64),
-        )
-    )
+    """Serialized examples of the given file instructions, files read in parallel: in
+    the split's record order, or with `shuffle` in a file order drawn from `seed`."""
+    file_seed = None
     if shuffle:
-        files = files.shuffle(len(instructions), seed=seed, reshuffle_each_iteration=True)
-    return files.interleave(
-        checked_shard_records,
-        cycle_length=min(len(instructions), max(4, os.cpu_count() or 1)),
-        num_parallel_calls=AUTOTUNE,
+        drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+        file_seed = tf.constant([drawn, 0], tf.int64)
+    indexed = read_indexed_records(
+        instructions,
+        instruction_offsets(instructions),
+        file_seed=file_seed,
         deterministic=deterministic,
     )
+    return indexed.map(lambda _index, record: record)
 
 
 def instruction_offsets(instructions) -> list[int]:
@@ -77,36 +129,6 @@ def instruction_offsets(instructions) -> list[int]:
         offsets.append(total)
         total += int(fi.take)
     return offsets
-
-
-def read_indexed_records(
-    instructions, offsets, *, shuffle: bool, seed: int | None, deterministic: bool
-) -> tf.data.Dataset:
-    """(example index, serialized example) pairs of the given file instructions, files
-    read in parallel. The index is `offsets[k]` + the record's position within
-    instruction k, so neither the file order nor the interleave changes it: it is the
-    example's position in the split, as the Grain loader numbers examples."""
-    files = tf.data.Dataset.from_tensor_slices(
-        (
-            [os.fspath(fi.filename) for fi in instructions],
-            tf.constant([fi.skip for fi in instructions], tf.int64),
-            tf.constant([fi.take for fi in instructions], tf.int64),
-            tf.constant(list(offsets), tf.int64),
-        )
-    )
-    if shuffle:
-        files = files.shuffle(len(instructions), seed=seed, reshuffle_each_iteration=True)
-
-    def indexed(filename, skip, take, offset):
-        indices = tf.data.Dataset.range(offset, offset + take)
-        return tf.data.Dataset.zip(indices, checked_shard_records(filename, skip, take))
-
-    return files.interleave(
-        indexed,
-        cycle_length=min(len(instructions), max(4, os.cpu_count() or 1)),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic,
-    )
 
 
 # Records are counted in groups: a tf.data function call per record (a map, a
@@ -181,3 +203,37 @@ def batches_per_epoch(num_examples: int, batch_size: int | None, drop_remainder:
     if drop_remainder:
         return num_examples // batch_size
     return -(-num_examples // batch_size)
+
+
+class Slots:
+    """Cache row (slot) <-> example index for one pipeline's file instructions: the same
+    numbers unless an input_context took a share of the files, then the index within
+    the share. Every cache keeps an example at its slot, whatever order filled it."""
+
+    def __init__(self, starts: np.ndarray, firsts: np.ndarray, index: np.ndarray):
+        self.starts = starts  # Example index of each instruction's first record.
+        self.firsts = firsts  # Slot of each instruction's first record.
+        self.index = index  # [n]: the example index of each slot.
+
+    @classmethod
+    def of(cls, instructions, offsets) -> Slots:
+        takes = np.array([int(fi.take) for fi in instructions], np.int64)
+        starts = np.array(offsets, np.int64)
+        firsts = np.concatenate([[0], np.cumsum(takes)[:-1]]).astype(np.int64)
+        index = np.concatenate(
+            [np.arange(s, s + t, dtype=np.int64) for s, t in zip(starts, takes, strict=True)]
+        )
+        return cls(starts, firsts, index)
+
+    def slots(self, indices) -> np.ndarray:
+        indices = np.asarray(indices, np.int64)
+        k = np.searchsorted(self.starts, indices, side="right") - 1
+        return self.firsts[k] + indices - self.starts[k]
+
+    def tf_slots(self, indices: tf.Tensor) -> tf.Tensor:
+        """`slots` in the graph."""
+        if len(self.starts) == 1 or np.array_equal(self.starts, self.firsts):
+            return indices - int(self.starts[0])  # The whole split, or one run of it.
+        starts = tf.constant(self.starts)
+        k = tf.searchsorted(starts, indices, side="right") - 1
+        return tf.gather(tf.constant(self.firsts), k) + indices - tf.gather(starts, k)

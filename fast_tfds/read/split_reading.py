@@ -51,7 +51,13 @@ class Reading:
     # of the whole split, before an input_context takes its share).
     offsets: list[int] = dataclasses.field(default_factory=list)
     augment: Augment | None = None
-    augment_seed: int = 0  # The seed's value, or one drawn: windows differ every epoch.
+    # The seed's value, or one drawn per dataset: every epoch's order, windows and size
+    # come from (seed, epoch), so epochs differ, and a resumed run repeats them.
+    seed: int = 0
+    with_index: bool = False
+    # Several pipelines, shuffle=False, with_index: examples of the largest pipeline's
+    # share, which every pipeline pads its own up to (index -1); else None.
+    padded_examples: int | None = None
     cache_shorter_side: int | None = None
     # image_size=ProgressiveResize(...): each epoch's size (image_size is its largest).
     size_schedule: ProgressiveResize | None = None
@@ -65,11 +71,20 @@ class Reading:
         if opts.service is not None:
             service_address = service.check_reachable(opts.service)
         context = opts.input_context
+        padded = None
         if context is not None:
+            shares = [
+                records.num_examples(instructions[i :: context.num_input_pipelines])
+                for i in range(context.num_input_pipelines)
+            ]
+            if context.num_input_pipelines > 1 and opts.with_index and not opts.shuffle:
+                padded = max(shares)
             instructions = records.shard_for_pipeline(instructions, context)
             offsets = offsets[context.input_pipeline_id :: context.num_input_pipelines]
             if opts.batch_size is not None:
                 opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
+            if padded is not None:  # Every batch is full, padding included: none dropped.
+                opts = opts.replace(drop_remainder=False)
         supervised_keys = builder.info.supervised_keys
         keys = None  # The (image, label) output and what `transform` needs, else all.
         if opts.as_supervised:
@@ -84,17 +99,17 @@ class Reading:
             image_size=progressive.largest(opts.image_size),
             transform=opts.transform,
             keys=keys,
-            output_fn=make_output_fn(opts.dtype, opts.as_supervised, supervised_keys),
+            output_fn=make_output_fn(
+                opts.dtype, opts.as_supervised, supervised_keys, opts.with_index
+            ),
             epochs=opts.epochs,
             service_address=service_address,
             service_sharding=opts.service_sharding,
             offsets=offsets,
             augment=opts.augment,
-            augment_seed=(
-                random.SystemRandom().randrange(SEED_LIMIT)
-                if opts.seed is None and opts.augment is not None
-                else opts.seed or 0
-            ),
+            seed=random.SystemRandom().randrange(SEED_LIMIT) if opts.seed is None else opts.seed,
+            with_index=opts.with_index,
+            padded_examples=padded,
             cache_shorter_side=opts.cache_shorter_side,
             size_schedule=(
                 opts.image_size if isinstance(opts.image_size, ProgressiveResize) else None
@@ -110,26 +125,47 @@ class Reading:
         return records.num_examples(self.instructions)
 
     @functools.cached_property
-    def serialized(self) -> tf.data.Dataset:
-        """The serialized records, shard files read in parallel (in a new order every
-        epoch when shuffling)."""
-        return records.read_records(
-            self.instructions,
-            shuffle=self.order.shuffle,
-            seed=self.order.seed,
-            deterministic=self.order.deterministic,
-        )
+    def slots(self) -> records.Slots:
+        """Cache row <-> example index of this pipeline's share."""
+        return records.Slots.of(self.instructions, self.offsets)
 
-    @functools.cached_property
-    def indexed(self) -> tf.data.Dataset:
-        """(example index, serialized record) pairs (see `records.read_indexed_records`)."""
+    def epoch_seed(self, epoch, salt: int = 0) -> tf.Tensor:
+        """[2] int64: the stateless seed of `epoch`'s random choices (salted per use)."""
+        return tf.stack([tf.constant(self.seed, tf.int64), tf.cast(epoch, tf.int64) + (salt << 32)])
+
+    def records(
+        self, epoch=None, *, indices_only: bool = False, with_indices: bool = True
+    ) -> tf.data.Dataset:
+        """(example index, serialized record) pairs of `epoch`, files in the order the
+        epoch reads them (the record order unless shuffling; `epoch` None: always the
+        record order). `indices_only`: the indices alone, in the same order, nothing
+        read; `with_indices=False`: the records alone."""
+        file_seed = None
+        if self.order.shuffle and epoch is not None:
+            file_seed = self.epoch_seed(epoch, salt=1)
         return records.read_indexed_records(
             self.instructions,
             self.offsets,
-            shuffle=self.order.shuffle,
-            seed=self.order.seed,
+            file_seed=file_seed,
             deterministic=self.order.deterministic,
+            records=not indices_only,
+            indices=with_indices,
         )
+
+    def shuffled(self, ds: tf.data.Dataset, epoch) -> tf.data.Dataset:
+        """`ds` through `epoch`'s shuffle buffer when shuffling (seeded from (seed, epoch):
+        the same order for the same epoch, whichever iterator or process reads it)."""
+        if not self.order.shuffle or epoch is None:
+            return ds
+        seed = tf.random.stateless_uniform(
+            [], self.epoch_seed(epoch, salt=2), minval=0, maxval=2**62, dtype=tf.int64
+        )
+        return ds.shuffle(self.order.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
+
+    @property
+    def serialized(self) -> tf.data.Dataset:
+        """The serialized records in the split's record order (for their specs)."""
+        return self.records().map(lambda _index, record: record)
 
     @functools.cached_property
     def encoded(self) -> dict[str, BlockImages] | None:
@@ -174,19 +210,35 @@ class Reading:
         return self.arena_allocator(specs), None
 
     @functools.cached_property
-    def examples(self) -> tf.data.Dataset:
-        """The records parsed and decoded one example at a time, on the tf.data
-        service's workers when one is given (everything after runs here)."""
-        decode = make_decoder(
+    def decode_example(self) -> Callable:
+        """fn(serialized record) -> the example, parsed and decoded (transformed)."""
+        return make_decoder(
             self.features,
             self.image_size,
             self.transform,
             self.keys,
             graph_ops_only=self.service_address is not None,
         )
-        ds = self.serialized.map(
-            decode, num_parallel_calls=AUTOTUNE, deterministic=self.order.deterministic
-        )
+
+    def examples(self, epoch=None) -> tf.data.Dataset:
+        """(example index, example) pairs of `epoch`'s records (see `records`), parsed and
+        decoded one at a time; on the tf.data service's workers when one is given
+        (unordered: the service hands files to whichever worker asks)."""
         if self.service_address is not None:
-            ds = service.distribute(ds, self.service_address, self.service_sharding)
-        return ds
+            return self.served_examples
+        decode = self.decode_example
+        return self.records(epoch).map(
+            lambda index, record: (index, decode(record)),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=self.order.deterministic,
+        )
+
+    @functools.cached_property
+    def served_examples(self) -> tf.data.Dataset:
+        """The examples decoded by the tf.data service, one distributed dataset that
+        every epoch iterates again (a new job epoch each time)."""
+        decode = self.decode_example
+        ds = self.records().map(
+            lambda index, record: (index, decode(record)), num_parallel_calls=AUTOTUNE
+        )
+        return service.distribute(ds, self.service_address, self.service_sharding)

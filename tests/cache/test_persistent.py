@@ -42,7 +42,7 @@ def fill(
     assert opened.rows is None and opened.allocate is not None
     columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
     arena = arenas.Arena(N, columns, opened.allocate)
-    _, generation, _ = arena.begin()
+    _, generation = arena.begin()
     data = rows()
     filled = arena.arrays
     starts = list(range(0, N, 8))[::-1]
