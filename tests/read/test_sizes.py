@@ -286,12 +286,18 @@ _IN_A_CGROUP = textwrap.dedent(
     need = count * size * size * 3
     stat = dict(line.split() for line in read_file("memory.stat").splitlines())
     working_set = int(read_file("memory.usage_in_bytes")) - int(stat["total_inactive_file"])
-    # Headroom of the arena's size: the reader's default share of it is too little.
+    # Headroom of the arena's size, which the reader's default share of it (3/4) is too
+    # little for, plus the batches in flight: a shuffled fill decodes each batch apart and
+    # copies it to its examples' rows (batch 2: 8 such batches are 113 MB, and the
+    # arena still goes to disk while the extra stays under a third of its size).
+    batch_size, in_flight = 2, 8
+    extra = in_flight * batch_size * size * size * 3
+    assert extra < need / 3
     with open(os.path.join(cgroup, "memory.limit_in_bytes"), "w") as f:
-        f.write(str(working_set + need))
+        f.write(str(working_set + need + extra))
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, config="original", download_and_prepare=False,
-        image_size=size, batch_size=4, dtype=tf.uint8)
+        image_size=size, batch_size=batch_size, dtype=tf.uint8)
     on_disk = bool(disk_rows.find(disk_rows.default_folder()))
     epochs = []
     for _ in range(2):
