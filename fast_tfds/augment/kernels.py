@@ -36,6 +36,17 @@ _YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523,
 _RGB = np.linalg.inv(_YIQ)
 
 
+def check_batch(pictures: Sequence[np.ndarray], n: int, out: np.ndarray, what: str) -> None:
+    """One picture and one `what` (window, plan) per row of `out`, a [B, H, W, 3] uint8
+    batch, or a one-line ValueError."""
+    if len(pictures) != n or out.shape[0] != n or out.dtype != np.uint8 or out.shape[3:] != (3,):
+        raise ValueError(
+            f"{len(pictures)} pictures and {n} {what}s for an output of "
+            f"{out.dtype}{list(out.shape)}: need one picture and one {what} per "
+            "row of a [B, H, W, 3] uint8 batch"
+        )
+
+
 def apply_into(
     pictures: Sequence[np.ndarray],
     windows: Windows,
@@ -53,12 +64,7 @@ def apply_into(
     another resolution. Returns `out`.
     """
     n = len(windows)
-    if len(pictures) != n or out.shape[0] != n or out.dtype != np.uint8 or out.shape[3:] != (3,):
-        raise ValueError(
-            f"{len(pictures)} pictures and {n} windows for an output of "
-            f"{out.dtype}{list(out.shape)}: need one picture and one window per "
-            "row of a [B, H, W, 3] uint8 batch"
-        )
+    check_batch(pictures, n, out, "window")
     boxes = source_boxes(pictures, windows, scale_y, scale_x).tolist()
     jitter = Jitter(windows) if windows.jittered_mask.any() else None
     _parallel(n, num_threads, lambda i: _one(pictures[i], boxes[i], windows, i, out[i], jitter))

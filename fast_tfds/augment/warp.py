@@ -154,12 +154,7 @@ def apply_into(
 ) -> np.ndarray:
     """Each picture's output, cut by its plan into out[i] ([B, H, W, 3] uint8). Returns out."""
     n = len(batch)
-    if len(pictures) != n or out.shape[0] != n or out.dtype != np.uint8 or out.shape[3:] != (3,):
-        raise ValueError(
-            f"{len(pictures)} pictures and {n} plans for an output of {out.dtype}"
-            f"{list(out.shape)}: need one picture and one plan per row of a [B, H, W, 3] "
-            "uint8 batch"
-        )
+    kernels.check_batch(pictures, n, out, "plan")
     fill = np.empty(out.shape[1:], np.uint8)
     fill[...] = batch.fill
     boxes = batch.boxes.tolist()

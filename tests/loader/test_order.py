@@ -27,22 +27,9 @@ def cats_loader(data_dir, **options):
 
 
 @pytest.fixture(scope="module")
-def record_order(cats_data_dir):
-    """(pixels digest, label) of every example in the order `tfds.load` reads the
-    TFRecord build of the same sample unshuffled, one shard file after the other."""
-    ds = tfds.load(
-        "cats_vs_dogs_fast/224",
-        split="train",
-        data_dir=cats_data_dir,
-        shuffle_files=False,
-        read_config=tfds.ReadConfig(interleave_cycle_length=1),
-    )
-    return [(digest(ex["image"].numpy()), int(ex["label"])) for ex in ds]
-
-
-@pytest.fixture(scope="module")
 def record_split(cats_data_dir):
-    """(pixels, labels) in the same order, for the windows of `augment=`."""
+    """(pixels, labels) of every example in the order `tfds.load` reads the TFRecord
+    build of the same sample unshuffled, one shard file after the other."""
     ds = tfds.load(
         "cats_vs_dogs_fast/224",
         split="train",
@@ -52,6 +39,13 @@ def record_split(cats_data_dir):
     )
     examples = [(ex["image"].numpy(), int(ex["label"])) for ex in ds]
     return [e[0] for e in examples], [e[1] for e in examples]
+
+
+@pytest.fixture(scope="module")
+def record_order(record_split):
+    """(pixels digest, label) of every example, in that order."""
+    images, labels = record_split
+    return [(digest(image), label) for image, label in zip(images, labels, strict=True)]
 
 
 def examples(batches) -> list[tuple[str, int]]:
