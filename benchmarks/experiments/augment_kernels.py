@@ -10,7 +10,7 @@ every row alike), best round reported:
 - ours: the photos decoded once into a `PictureCache` (shorter side 256, aspect
   kept), then batches of 64 served from it: random-resized crop (0.08-1, 3/4-4/3)
   + flip, resized to 224 into a preallocated uint8 batch, `--threads` threads
-  (`PictureCache.serve_into`); and the same with colour jitter (brightness,
+  (`step.serve_into`); and the same with colour jitter (brightness,
   contrast, saturation 0.4, hue 0.1);
 - TF official: `tf.image.sample_distorted_bounding_box` (same ranges, 10 tries) +
   `tf.image.decode_and_crop_jpeg` + `tf.image.resize` (bilinear) to 224 + random
@@ -47,11 +47,11 @@ def make_jpegs(count: int) -> list[bytes]:
 def filled_cache(jpegs):
     import simplejpeg
 
-    from fast_tfds.augment import cached
+    from fast_tfds.cache.pictures import PictureCache
     from fast_tfds.core import jpeg_blocks
 
     sizes = [simplejpeg.decode_jpeg_header(j)[:2] for j in jpegs]
-    cache = cached.PictureCache(*zip(*sizes, strict=True), (224, 224), shorter_side=256)
+    cache = PictureCache(*zip(*sizes, strict=True), (224, 224), shorter_side=256)
     for i, jpeg in enumerate(jpegs):
         jpeg_blocks.decode_resized_into(jpeg, cache.images.view(i))
         cache.images.mark(i)
@@ -72,6 +72,8 @@ def timed(run) -> tuple[float, float]:
 
 def ours(cache, augment, threads: int, passes: int, batch: int = 64) -> tuple[float, float]:
     """Served from the cache, `passes` epochs: `timed`'s pair."""
+    from fast_tfds.augment import step
+
     n = len(cache)
     out = np.empty((batch, 224, 224, 3), np.uint8)
 
@@ -80,7 +82,7 @@ def ours(cache, augment, threads: int, passes: int, batch: int = 64) -> tuple[fl
             order = np.random.default_rng(epoch).permutation(n)
             for s in range(0, n - batch + 1, batch):
                 slots = order[s : s + batch]
-                cache.serve_into(slots, augment, 0, epoch, slots, out, num_threads=threads)
+                step.serve_into(cache, slots, augment, 0, epoch, slots, out, num_threads=threads)
         return passes * (n // batch) * batch
 
     return timed(run)

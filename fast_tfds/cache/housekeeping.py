@@ -74,7 +74,7 @@ def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | 
 
 def describe_persistent(found: PersistentFile) -> str:
     """The state of a persistent arena: in use, complete, stale, damaged or unfinished;
-    "persistent pictures" for an augmentation cache's (`fast_tfds.augment.persisted`)."""
+    "persistent pictures" for an augmentation cache's (`fast_tfds.cache.persisted`)."""
     if TEMP_MARK in found.path.name:
         return f"persistent, {found.problem}"
     state = "persistent pictures" if found.kind == "pictures" else "persistent"

@@ -28,7 +28,7 @@ Safety, in the order things can go wrong:
 - A read-only folder (a team's shared cache): its files are served; a missing or bad
   one is read without persisting, with one line.
 
-The augmentation cache's file (`fast_tfds.augment.persisted`: pictures of many sizes in
+The augmentation cache's file (`fast_tfds.cache.persisted`: pictures of many sizes in
 one column of bytes) is made the same way, with the same checks, through `open_or_plan`:
 its layout is planned only when this process fills it.
 

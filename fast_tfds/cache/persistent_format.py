@@ -9,7 +9,7 @@
 
 A column has one row per example (an arena's features), unless it says otherwise: the
 augmentation cache's pictures are one column of bytes (`rows` = their total), since each
-picture has a size of its own (`fast_tfds.augment.persisted`).
+picture has a size of its own (`fast_tfds.cache.persisted`).
 
 Everything a reader trusts is in the header and checked before a byte of the rows is
 used: the magic and version, the header's own checksum (a flipped byte), the file's size

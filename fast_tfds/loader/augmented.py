@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from fast_tfds.augment import cached, kernels, persisted, windows
+from fast_tfds.augment import step
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
-from fast_tfds.core import jpeg_blocks
+from fast_tfds.cache import persisted
+from fast_tfds.cache import pictures as store
 from fast_tfds.loader.examples import DecodeExample, stored_size
 
 
@@ -76,7 +77,7 @@ class LoaderCache:
 
     def __init__(
         self,
-        pictures: cached.PictureCache,
+        pictures: store.PictureCache,
         shard_index: int,
         shard_count: int,
         *,
@@ -194,21 +195,8 @@ class AugmentedBatches:
     def _decode_into(self, epoch: int, indices, records, out) -> list:
         parsed = [self.decode.parse(record) for record in records]
         boxes = np.array([_reference(jpeg, window) for jpeg, _, window in parsed], np.int64)
-        drawn = windows.sample(
-            self.augment or cached.NO_AUGMENT,
-            self.seed,
-            epoch,
-            indices,
-            boxes[:, 2],
-            boxes[:, 3],
-            out.shape[1:3],
-        )
-        jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
-        for i, (jpeg, _, _) in enumerate(parsed):
-            top, left, height, width = drawn.window(i)
-            crop = (int(boxes[i, 0]) + top, int(boxes[i, 1]) + left, height, width)
-            jpeg_blocks.decode_resized_into(jpeg, out[i], lambda _h, _w, crop=crop: crop)
-            kernels.finish_into(out[i], drawn, i, jitter)
+        jpegs = [jpeg for jpeg, _, _ in parsed]
+        step.decode_into(jpegs, boxes, self.augment, self.seed, epoch, indices, out)
         return [target for _, target, _ in parsed]
 
     def _serve_into(self, epoch: int, indices, records, out) -> list:
@@ -221,7 +209,7 @@ class AugmentedBatches:
             cache.targets[slot] = target  # before the picture is marked as written
             cache.pictures.fill(int(slot), jpeg, window)
         cache.when_filled()
-        cache.pictures.serve_into(slots, self.augment, self.seed, epoch, indices, out)
+        step.serve_into(cache.pictures, slots, self.augment, self.seed, epoch, indices, out)
         return [cache.targets[slot] for slot in slots]
 
 

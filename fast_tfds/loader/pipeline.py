@@ -39,10 +39,10 @@ from typing import Any
 import grain
 import numpy as np
 
-from fast_tfds.augment import cached, ragged
-from fast_tfds.augment import persisted as stored_pictures
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.cache import disk_rows, placement
+from fast_tfds.cache import persisted as stored_pictures
+from fast_tfds.cache import pictures as store
 from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.core.passes import PassClock
@@ -188,7 +188,7 @@ class FastLoader(grain.IterDataset):
         size = self.decode.image_size
         crops = options.augment is not None and options.augment.crop is not None
         shorter_side = (
-            (options.cache_shorter_side or ragged.default_shorter_side(size)) if crops else None
+            (options.cache_shorter_side or store.default_shorter_side(size)) if crops else None
         )
         shard = range(options.shard_index, len(self.source), options.shard_count)
 
@@ -237,10 +237,10 @@ class FastLoader(grain.IterDataset):
                     filling=stored.filling,
                 )
         heights, widths = sizes()
-        need = cached.cache_bytes(heights, widths, size, shorter_side)
+        need = store.cache_bytes(heights, widths, size, shorter_side)
         # In memory within the budget, else rows on disk in `folder`, as tf.data's cache.
         allocate = placement.allocator(need, what=what, cache_dir=folder)
-        pictures = cached.PictureCache(heights, widths, size, shorter_side, allocate)
+        pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
         filling = allocate if hasattr(allocate, "filled") else None
         return augmented.LoaderCache(
             pictures, options.shard_index, options.shard_count, filling=filling

@@ -15,7 +15,7 @@ so its order, windows and size are those of (seed, epoch) in any run.
   epoch (stateless, from the seed and the epoch; epoch 0 replays the order it
   streamed in, and a later epoch of an empty cache, in a resumed run, first fills it
   without output), each batch cut out of the cache by
-  `PictureCache.serve_into` in threads, the GIL released: nothing decoded, no shard
+  `step.serve_into` in threads, the GIL released: nothing decoded, no shard
   file opened. The pictures' reference sizes (what windows are drawn in) are known
   before epoch 1: the stored size, or one pass over the JPEG headers.
 
@@ -36,11 +36,12 @@ import PIL.Image
 import simplejpeg
 import tensorflow as tf
 
-from fast_tfds.augment import cached, kernels, ragged, windows
-from fast_tfds.augment import persisted as stored_pictures
+from fast_tfds.augment import step
 from fast_tfds.augment.spec import Augment
+from fast_tfds.cache import persisted as stored_pictures
+from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
-from fast_tfds.core import aligned, jpeg_blocks, platform
+from fast_tfds.core import aligned, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import arena_dataset, persisted, records
 from fast_tfds.read.decoding import WINDOW_KEY
@@ -186,18 +187,7 @@ class CroppedDecoder:
                 refs[i, 2:] = picture_size(data)
             except (OSError, ValueError) as err:
                 raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
-        drawn = windows.sample(
-            self.augment, self.seed, int(epoch), indices, refs[:, 2], refs[:, 3], size
-        )
-        jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
-        for i, data in enumerate(jpegs):
-            top, left, height, width = drawn.window(i)
-            crop = (int(refs[i, 0]) + top, int(refs[i, 1]) + left, height, width)
-            try:
-                jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
-            except (OSError, ValueError) as err:
-                raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
-            kernels.finish_into(out[i], drawn, i, jitter)
+        step.decode_into(jpegs, refs, self.augment, self.seed, int(epoch), indices, out)
         return out
 
 
@@ -242,7 +232,7 @@ class AugmentCache:
 
     def __init__(
         self,
-        pictures: cached.PictureCache,
+        pictures: store.PictureCache,
         slots: records.Slots,
         features: dict[str, tf.TensorSpec],
         augment: Augment,
@@ -315,8 +305,15 @@ class AugmentCache:
 
     def _serve_into(self, epoch, slots, indices) -> np.ndarray:
         out = aligned.empty((len(slots), *self.sizes(int(epoch)), 3))
-        return self.pictures.serve_into(
-            slots, self.augment, self.seed, int(epoch), indices, out, num_threads=self.num_threads
+        return step.serve_into(
+            self.pictures,
+            slots,
+            self.augment,
+            self.seed,
+            int(epoch),
+            indices,
+            out,
+            num_threads=self.num_threads,
         )
 
     def _when_filled(self) -> None:
@@ -406,7 +403,7 @@ def make_cache(reading: Reading) -> AugmentCache:
     n = len(slots.index)
     shorter_side = None  # The whole picture at the output size: no reference size needed.
     if augment.crop is not None:
-        shorter_side = reading.cache_shorter_side or ragged.default_shorter_side(size)
+        shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
 
     def sizes():
         if augment.crop is None:
@@ -440,7 +437,7 @@ def make_cache(reading: Reading) -> AugmentCache:
     cache_h, cache_w = (
         (heights, widths)
         if shorter_side is None
-        else ragged.cache_size(heights, widths, shorter_side)
+        else store.cache_size(heights, widths, shorter_side)
     )
     need = int(np.sum(np.asarray(cache_h, np.int64) * cache_w * 3))
     allocate = placement.allocator(
@@ -449,7 +446,7 @@ def make_cache(reading: Reading) -> AugmentCache:
         cache_budget=reading.cache.budget,
         cache_dir=reading.cache.folder,
     )
-    pictures = cached.PictureCache(heights, widths, size, shorter_side, allocate)
+    pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
     return AugmentCache(
         pictures,
         slots,

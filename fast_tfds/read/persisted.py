@@ -10,7 +10,7 @@ service) and the user's `transform`. The file format and its checks are TensorFl
 (`fast_tfds.cache.persistent`).
 
 With `augment=`, the cache is of pictures at the cache resolution, in a file that the Grain
-loader shares (`fast_tfds.augment.persisted`); `pictures_origin` names this read's side
+loader shares (`fast_tfds.cache.persisted`); `pictures_origin` names this read's side
 of its key.
 """
 
@@ -21,8 +21,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from fast_tfds.augment import persisted as persisted_pictures
 from fast_tfds.cache import disk_rows, persistent, placement
+from fast_tfds.cache import persisted as persisted_pictures
 from fast_tfds.cache.tf_file_key import callable_identity
 from fast_tfds.core import dataset_hooks
 from fast_tfds.core.jpeg_blocks import DECODER_VERSION

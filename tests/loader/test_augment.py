@@ -19,7 +19,8 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
-from fast_tfds.augment import cached, kernels, windows
+from fast_tfds.augment import kernels, windows
+from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
 
@@ -187,7 +188,7 @@ def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
         calls["decode"] += 1
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(cached.jpeg_blocks, "decode_resized_into", counting)
+    monkeypatch.setattr(store.jpeg_blocks, "decode_resized_into", counting)
     loader = cats_loader(cats_array_record_dir, augment=Augment(), cache=True)
     list(loader)
     # Every picture once; the stream's prefetch of the next epoch may decode one whose
@@ -274,9 +275,8 @@ def stored_jpegs_original(data_dir):
 
 
 def cache_shape(size, shorter_side):
-    from fast_tfds.augment import ragged
 
-    h, w = ragged.cache_size(size[0], size[1], shorter_side)
+    h, w = store.cache_size(size[0], size[1], shorter_side)
     return int(h), int(w)
 
 

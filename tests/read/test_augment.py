@@ -24,8 +24,9 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment, ProgressiveResize
-from fast_tfds.augment import kernels, ragged, windows
+from fast_tfds.augment import kernels, windows
 from fast_tfds.cache import disk_rows
+from fast_tfds.cache import pictures as ragged
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import augment_dataset, plans
 from fast_tfds.read.split_reading import Reading
@@ -231,7 +232,7 @@ def test_cached_epochs_never_decode_nor_open_the_shards(
         calls["decode"] += 1
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(augment_dataset.jpeg_blocks, "decode_resized_into", counting)
+    monkeypatch.setattr(jpeg_blocks, "decode_resized_into", counting)
     ds = read(data_dir, cache=True, shuffle=True)
     first = one_epoch(ds)
     assert calls["decode"] == len(cats_split)  # each picture once

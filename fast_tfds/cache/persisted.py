@@ -5,7 +5,7 @@ run, of either back end, which then serves from its first epoch.
 
 The file's columns:
 
-    pictures           uint8, the ragged buffer (`ragged.RaggedImages`), one row per byte
+    pictures           uint8, the store's buffer (`pictures.RaggedImages`), one row per byte
     reference_heights  int64 per slot: the size windows are drawn in (stored picture,
     reference_widths   or the hook's window of it), so a served run needs no header pass
     feature/<name>     one row per slot, each kept feature (fixed shape, numeric)
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from fast_tfds.augment import cached
 from fast_tfds.cache import disk_rows, persistent, placement
+from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 
 KIND = "pictures"
@@ -158,7 +158,7 @@ class Stored:
     every picture written) or being filled, with `filling.filled(buffer)` to call once
     every picture is written."""
 
-    pictures: cached.PictureCache
+    pictures: store.PictureCache
     features: dict[str, np.ndarray]
     filling: Any
     path: Path
@@ -209,7 +209,7 @@ def open_pictures(
 
     def plan():
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
-        nbytes = cached.cache_bytes(heights, widths, output_size, shorter_side)
+        nbytes = store.cache_bytes(heights, widths, output_size, shorter_side)
         columns = {
             PICTURES: ((), np.uint8, nbytes),
             HEIGHTS: ((), np.int64),
@@ -233,7 +233,7 @@ def open_pictures(
     arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
     arrays[HEIGHTS][...] = planned["heights"]
     arrays[WIDTHS][...] = planned["widths"]
-    pictures = cached.PictureCache(
+    pictures = store.PictureCache(
         planned["heights"],
         planned["widths"],
         output_size,
@@ -272,7 +272,7 @@ def serve_pictures(
 
 
 def _served(rows, output_size, shorter_side, features, path) -> Stored:
-    pictures = cached.PictureCache(
+    pictures = store.PictureCache(
         rows[HEIGHTS], rows[WIDTHS], output_size, shorter_side, filled=rows[PICTURES]
     )
     return Stored(pictures, {k: rows[FEATURE + k] for k in features}, None, path)
@@ -284,7 +284,7 @@ class _Completion:
     persistent cache in a thread of its own (`FileFill.complete`), and this process
     serves from its mapping afterwards, so that it too shares the page cache's copy."""
 
-    def __init__(self, fill, arrays, pictures: cached.PictureCache, features: dict):
+    def __init__(self, fill, arrays, pictures: store.PictureCache, features: dict):
         self.fill, self.arrays = fill, arrays
         self.pictures, self.features = pictures, features
 

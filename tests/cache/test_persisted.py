@@ -11,8 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.augment import persisted
-from fast_tfds.cache import persistent_listing
+from fast_tfds.cache import persisted, persistent_listing
 from fast_tfds.core import jpeg_blocks
 
 SIZE = (16, 16)

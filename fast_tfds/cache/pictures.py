@@ -1,4 +1,5 @@
-"""Pictures of different sizes in one flat uint8 buffer: the cache that crops are cut from.
+"""The picture store: each example's decoded picture, addressed by its slot, in one
+flat uint8 buffer, at the resolution its reads need.
 
 A random-resized crop needs the whole picture, at a resolution that serves the
 output: a fixed-size cache row (the output size) would lose what lies outside the
@@ -10,7 +11,13 @@ The layout (every picture's offset and shape) is known before anything is decode
 the byte total comes from the pictures' sizes (the dataset's fixed size, or each
 JPEG's header), so the buffer is allocated once, by a callable such as
 `fast_tfds.cache.arena.allocate_in_memory` or rows on disk, and is only written,
-never grown. Nothing here imports TensorFlow.
+never grown. Fixed-size rows are the case where every picture has the same size
+(`shorter_side` None: exactly the output size); `PictureCache.rows()` then views the
+buffer as `[n, height, width, 3]`, so a plain read is a gather.
+
+How a batch is served from the store (window, resize, flip, colour) is the serving
+step, `fast_tfds.augment.step`; both back ends call it. Nothing here imports
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import numpy as np
 
 # Where the buffer's memory comes from: the arena's allocators serve it too.
 from fast_tfds.cache.arena import Allocate, allocate_in_memory
+from fast_tfds.core import jpeg_blocks
+from fast_tfds.core.dataset_hooks import Window
 
 
 def default_shorter_side(output_size: tuple[int, int]) -> int:
@@ -143,3 +152,82 @@ class RaggedImages:
         if not self.written[i]:
             raise ValueError(f"picture {i} of the cache is not written yet")
         return self.view(i)
+
+
+class PictureCache:
+    """Pictures at the cache resolution, each with the size its windows are drawn in.
+
+    The reference size is the size of the picture the windows are drawn for (the
+    stored image, or the part of it a dataset's hook keeps): windows are drawn in it,
+    as they are when the JPEG itself is decoded, and scaled to the cached picture, so
+    the same (seed, epoch, example) crops the same part of the picture from the cache
+    and from the JPEG, and from either back end.
+
+    Args:
+      reference_heights, reference_widths: per slot, the size of the picture that
+        windows are drawn for (stored image or hook window).
+      output_size: (height, width) of the served batches.
+      shorter_side: the cached pictures' shorter side (aspect ratio kept, never
+        enlarged); None: exactly `output_size` per picture, for reading without a
+        crop (nothing outside the output is ever needed).
+      allocate: where the buffer's memory comes from (see `RaggedImages`).
+      filled: the buffer with every picture written (a persistent cache's file).
+    """
+
+    def __init__(
+        self,
+        reference_heights,
+        reference_widths,
+        output_size: tuple[int, int],
+        shorter_side: int | None,
+        allocate: Allocate | None = None,
+        *,
+        filled: np.ndarray | None = None,
+    ):
+        self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
+        self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
+        self.output_size = tuple(output_size)
+        self.shorter_side = shorter_side
+        heights, widths = cache_sizes(
+            self.reference_heights, self.reference_widths, output_size, shorter_side
+        )
+        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), allocate, filled=filled)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def fill(self, slot: int, jpeg: bytes, window: Window | None = None) -> None:
+        """Decodes `jpeg` (cut to `window`, in the stored image's pixels: the part the
+        reference size describes) into `slot` at the cache resolution, and marks it."""
+        jpeg_blocks.decode_resized_into(jpeg, self.images.view(slot), window)
+        self.images.mark(slot)
+
+    @property
+    def nbytes(self) -> int:
+        return self.images.nbytes
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every picture is exactly the output size (fixed rows)."""
+        return self.shorter_side is None
+
+    def rows(self) -> np.ndarray:
+        """The buffer as fixed rows, [n, height, width, 3] (a view), for a store whose
+        pictures are all the output size."""
+        if not self.uniform:
+            raise ValueError("the pictures of this store vary in size: it has no fixed rows")
+        return self.images.buffer.reshape(len(self), *self.output_size, 3)
+
+
+def cache_sizes(reference_heights, reference_widths, output_size, shorter_side):
+    """(heights, widths) of the cached pictures (see `PictureCache`)."""
+    n = len(np.asarray(reference_heights).reshape(-1))
+    if shorter_side is None:
+        return np.full(n, output_size[0], np.int64), np.full(n, output_size[1], np.int64)
+    return cache_size(reference_heights, reference_widths, shorter_side)
+
+
+def cache_bytes(reference_heights, reference_widths, output_size, shorter_side) -> int:
+    """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
+    heights, widths = cache_sizes(reference_heights, reference_widths, output_size, shorter_side)
+    return int(np.sum(heights * widths * 3))

@@ -1,0 +1,133 @@
+"""The serving step: a batch of examples cut into the output batch, from the picture
+store (`serve_into`) or straight from their JPEGs (`decode_into`, no cache).
+
+For each example of the batch, its picture's window (drawn from (seed, epoch,
+example) in the picture's reference size and scaled to the stored picture), resize,
+flip and colour jitter, written straight into `out`, in threads that release the GIL
+(`kernels`). A plain read (no augmentation, pictures stored at the output size) is
+its identity case, a gather of whole rows.
+
+Both back ends call this one function: the tf.data reader from one
+`tf.numpy_function` per batch (`fast_tfds.read.augment_dataset`), the Grain loader
+from its batch function (`fast_tfds.loader.augmented`). The store itself
+(`fast_tfds.cache.pictures`) knows nothing of augmentation. Without a cache, the
+same windows are drawn before decoding, so that the decoder picks its DCT scale for
+the part kept, and the same flip and jitter follow. No TensorFlow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fast_tfds.augment import kernels, windows
+from fast_tfds.augment.spec import Augment
+from fast_tfds.cache.pictures import PictureCache
+from fast_tfds.core import jpeg_blocks
+
+# The whole picture, resized; no randomness (reading through a cache without augment=).
+NO_AUGMENT = Augment(crop=None, flip=False)
+
+
+def serve_into(
+    pictures: PictureCache,
+    slots,
+    augment: Augment | None,
+    seed: int,
+    epoch: int,
+    indices,
+    out: np.ndarray,
+    *,
+    num_threads: int = 1,
+) -> np.ndarray:
+    """Batch `out[i]` from store slot `slots[i]`, augmented as example `indices[i]` of
+    `epoch` (every slot must be written). Returns `out`."""
+    slots = np.asarray(slots, np.int64).reshape(-1)
+    if _is_identity(pictures, augment, out):
+        unwritten = slots[~pictures.images.written[slots]]
+        if len(unwritten):
+            raise ValueError(f"picture {int(unwritten[0])} of the cache is not written yet")
+        np.take(pictures.rows(), slots, axis=0, out=out)
+        return out
+    drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
+    layout = pictures.images.layout
+    kernels.apply_into(
+        [pictures.images.image(int(s)) for s in slots],
+        drawn,
+        out,
+        scale_y=layout.heights[slots] / pictures.reference_heights[slots],
+        scale_x=layout.widths[slots] / pictures.reference_widths[slots],
+        num_threads=num_threads,
+    )
+    return out
+
+
+def decode_into(
+    jpegs,
+    references: np.ndarray,
+    augment: Augment | None,
+    seed: int,
+    epoch: int,
+    indices,
+    out: np.ndarray,
+) -> np.ndarray:
+    """Batch `out[i]` decoded from `jpegs[i]`, augmented as example `indices[i]` of `epoch`.
+
+    `references`: int64 [n, 4], (top, left, height, width) of the part of each stored
+    picture that windows are drawn in (a hook's window, or the whole picture). The
+    windows are drawn for the batch in one vectorized draw (a draw per picture costs a
+    quarter of its decode). A JPEG that does not decode is a one-line ValueError naming
+    its example. Returns `out`."""
+    references = np.asarray(references, np.int64).reshape(-1, 4)
+    drawn = windows.sample(
+        augment or NO_AUGMENT,
+        seed,
+        epoch,
+        indices,
+        references[:, 2],
+        references[:, 3],
+        out.shape[1:3],
+    )
+    jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
+    for i, data in enumerate(jpegs):
+        top, left, height, width = drawn.window(i)
+        crop = (int(references[i, 0]) + top, int(references[i, 1]) + left, height, width)
+        try:
+            jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+        kernels.finish_into(out[i], drawn, i, jitter)
+    return out
+
+
+def windows_of(
+    pictures: PictureCache,
+    slots,
+    augment: Augment | None,
+    seed: int,
+    epoch: int,
+    indices,
+    output_size=None,
+):
+    """The windows of `slots` (drawn as examples `indices`) for batches of `output_size`
+    (default: the store's), in reference pixels."""
+    slots = np.asarray(slots, np.int64).reshape(-1)
+    return windows.sample(
+        augment or NO_AUGMENT,
+        seed,
+        epoch,
+        indices,
+        pictures.reference_heights[slots],
+        pictures.reference_widths[slots],
+        pictures.output_size if output_size is None else tuple(output_size),
+    )
+
+
+def _is_identity(pictures: PictureCache, augment: Augment | None, out: np.ndarray) -> bool:
+    """Whether the batch is the stored rows as they are: fixed rows at the output size,
+    and nothing drawn (no crop, flip or colour)."""
+    return (
+        (augment is None or augment == NO_AUGMENT)
+        and pictures.uniform
+        and tuple(out.shape[1:]) == (*pictures.output_size, 3)
+        and out.dtype == np.uint8
+    )
