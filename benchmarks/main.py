@@ -7,6 +7,7 @@ same data, in one process. Run it from the root of a clone of the repository:
   python -m benchmarks sizes [--help]           output sizes 160/224/384, the disk cache
   python -m benchmarks recipes [--help]         training recipes: crops, flips, jitter
   python -m benchmarks bucket [--help]          epoch 1 from a gs:// bucket (emulated)
+  python -m benchmarks against --baseline REV   this tree against commit REV, same run
   python -m benchmarks --compare A.json B.json  the ratio of two runs, row by row
   python -m benchmarks --list                   the pipelines (names for --only)
   python -m benchmarks --quick                  a smoke run: a small sample, one round
@@ -134,6 +135,11 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks import bucket
 
         bucket.main(argv[1:], prog="python -m benchmarks bucket")
+        return
+    if argv[:1] == ["against"]:  # This tree against an earlier commit: a run of its own.
+        from benchmarks import against_commit
+
+        against_commit.main(argv[1:], prog="python -m benchmarks against")
         return
     if argv[:1] == ["recipes"]:  # Augmentation recipes: a run of its own.
         from benchmarks import recipes
