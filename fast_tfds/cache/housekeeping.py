@@ -73,12 +73,11 @@ def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | 
 
 
 def describe_persistent(found: PersistentFile) -> str:
-    """The state of a persistent arena: in use, complete, stale, damaged or unfinished;
-    "persistent pictures" for an augmentation cache's (`fast_tfds.cache.persisted`)."""
+    """The state of a persistent cache: in use, complete, stale, damaged or unfinished
+    (every persistent cache, plain or augmented, is one kind of file)."""
     if TEMP_MARK in found.path.name:
         return f"persistent, {found.problem}"
-    state = "persistent pictures" if found.kind == "pictures" else "persistent"
-    state = f"{state}, in use" if found.in_use else state
+    state = "persistent, in use" if found.in_use else "persistent"
     if found.problem:
         return f"{state}, damaged ({found.problem})"
     if found.stale:

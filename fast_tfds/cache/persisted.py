@@ -116,15 +116,23 @@ def not_kept(features: dict[str, tuple]) -> str | None:
 def key(
     origin: Origin,
     slot_examples,
-    output_size: tuple[int, int],
+    output_size: tuple[int, int] | None,
     shorter_side: int | None,
     features: dict[str, tuple],
+    *,
+    pictures: bool = True,
+    decoder: str | None = None,
 ) -> dict | None:
     """The file's key, or None when its shard files are not local (one log line).
 
-    `shorter_side` None is the layout without a crop (each picture exactly the output
-    size), which no crop shares; any crop of one cache resolution shares one file.
-    The decoder's version is read when called: a new decoder never serves old pixels.
+    The one key of every persistent cache, of both back ends, plain and augmented: what
+    the stored pictures and kept features are made from. `shorter_side` None is the
+    layout without a crop (each picture exactly the output size: fixed rows), which a
+    plain read, an `Augment(crop=None)` read and the loader's plain cache share; any
+    crop of one cache resolution shares one file. `pictures` False: a store of decoded
+    examples only (every column a feature, the images among them: a transform's output,
+    or a tf.data service's). `decoder`: what decoded the pictures, by default our
+    decoder with its version, read when called: a new decoder never serves old pixels.
     """
     shards = split_files(origin.shard_files)
     if shards is None:
@@ -135,21 +143,24 @@ def key(
             origin.shard_files[0] if origin.shard_files else "none found",
         )
         return None
-    return {
+    made = {
         "kind": KIND,
         "dataset": origin.dataset,
         "split": origin.split,
         "examples": example_ranges(slot_examples),
         "shards": shards,
-        "image_size": [int(s) for s in output_size],
+        "image_size": None if output_size is None else [int(s) for s in output_size],
         "shorter_side": None if shorter_side is None else int(shorter_side),
         "features": {
             name: [[int(s) for s in shape], np.dtype(dtype).str]
             for name, (shape, dtype) in sorted(features.items())
         },
         "hook": origin.hook,
-        "decoder": f"fast_tfds.core.jpeg_blocks {jpeg_blocks.DECODER_VERSION}",
+        "decoder": decoder or f"fast_tfds.core.jpeg_blocks {jpeg_blocks.DECODER_VERSION}",
     }
+    if not pictures:  # Only then: the keys of picture stores stay those of before.
+        made["pictures"] = False
+    return made
 
 
 @dataclasses.dataclass
@@ -309,3 +320,165 @@ class _Completion:
             self.features[name] = new[FEATURE + name]
         self.arrays = new  # The filled memory goes with its last batch.
         return True
+
+
+# -- the arena's rows in the same file ---------------------------------------------
+
+
+@dataclasses.dataclass
+class Rows:
+    """Where a fixed-row cache (the tf.data reader's arena) gets its rows from its
+    persistent file: `filled` rows to serve, or `allocate` (an `arena.Allocate` of
+    whole arenas) filling a new file."""
+
+    filled: dict[str, np.ndarray] | None
+    allocate: Any
+    path: Path
+
+
+def open_rows(
+    origin: Origin,
+    slot_examples,
+    *,
+    image: str | None,
+    output_size: tuple[int, int] | None,
+    features: dict[str, tuple],
+    folder: str | os.PathLike | None,
+    budget: int | None,
+    what: str,
+    decoder: str | None = None,
+) -> Rows | None:
+    """The rows of a fixed-row cache of `slot_examples`, in the same file, under the same
+    key, as a picture store at the output size (`open_pictures` with shorter_side None):
+    column `image` (uint8 [h, w, 3] per example, decoded by our decoder) is the file's
+    pictures, and every other column of `features` ({name: (shape, dtype)}) a kept
+    feature. `image` None: a store of decoded examples only (`key`'s pictures=False).
+    None when this run caches as without persist (one log line said why)."""
+    kept = {k: v for k, v in features.items() if k != image}
+    if image is not None:
+        shape, dtype = features[image]
+        if tuple(shape) != (*output_size, 3) or np.dtype(dtype) != np.uint8:
+            raise ValueError(f"{image!r}: {dtype}{list(shape)} is not a picture of {output_size}")
+    n = len(np.asarray(slot_examples).reshape(-1))
+    if image is None:
+        made = key(origin, slot_examples, output_size, None, kept, pictures=False, decoder=decoder)
+        over = not placement.fits_in_memory(n * _row_bytes(kept), budget)
+        columns = {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in kept.items()}
+        opened = (
+            persistent.open_or_plan(
+                disk_rows.default_folder() if folder is None else folder,
+                made,
+                lambda: (n, columns, over),
+                what=what,
+            )
+            if made is not None
+            else None
+        )
+        if opened is None:
+            return None
+        return _rows(opened, None, output_size, kept, n, over)
+    if origin.hook is None or not_kept(kept) is not None:
+        return None  # The arena holds nothing a picture store could not.
+    over = not placement.fits_in_memory(
+        n * (int(np.prod(output_size)) * 3 + _row_bytes(kept)), budget
+    )
+    made = key(origin, slot_examples, output_size, None, kept, decoder=decoder)
+    if made is None:
+        return None
+
+    def plan():
+        return n, _picture_columns(n * int(np.prod(output_size)) * 3, kept), over
+
+    opened = persistent.open_or_plan(
+        disk_rows.default_folder() if folder is None else folder, made, plan, what=what
+    )
+    return _rows(opened, image, output_size, kept, n, over)
+
+
+def _row_bytes(features: dict[str, tuple]) -> int:
+    return sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for shape, dtype in features.values()
+    )
+
+
+def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple]:
+    return {
+        PICTURES: ((), np.uint8, nbytes),
+        HEIGHTS: ((), np.int64),
+        WIDTHS: ((), np.int64),
+        **{FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()},
+    }
+
+
+def _rows(opened, image, output_size, kept, n, over) -> Rows | None:
+    names = _ArenaNames(image, output_size, kept, n)
+    if opened.rows is not None:
+        try:
+            filled = names.arena(opened.rows)
+        except ValueError:  # The key names the layout; a mismatch is a damaged file.
+            return None
+        return Rows(filled, persistent.ReadAhead() if over else None, opened.path)
+    if opened.allocate is None:
+        return None
+    return Rows(None, _ArenaFill(opened.allocate, names), opened.path)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ArenaNames:
+    """The arena's columns as views of the file's: the pictures' bytes as [n, h, w, 3]
+    rows, each feature/<name> as <name>."""
+
+    image: str | None
+    output_size: tuple[int, int] | None
+    kept: dict
+    n: int
+
+    def arena(self, file: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        view = {k: file[FEATURE + k] for k in self.kept}
+        if self.image is not None:
+            view[self.image] = file[PICTURES].reshape(self.n, *self.output_size, 3)
+        return view
+
+
+class _ArenaFill:
+    """An `arena.Allocate` of whole arenas over a `persistent.FileFill` of the file's
+    columns: the arena writes its rows straight into the file's (no copy), and once it
+    is filled the file is written out and served from its mapping (`complete`)."""
+
+    def __init__(self, fill, names: _ArenaNames):
+        self.fill, self.names = fill, names
+        self._current: tuple[dict, dict] | None = None  # (the arena's views, the file's)
+        if hasattr(fill, "read_ahead"):
+            self.read_ahead = fill.read_ahead
+
+    def __call__(self, shape, dtype) -> np.ndarray:
+        raise TypeError("a persistent arena allocates its columns at once")
+
+    def columns(self, wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
+        layout = self.fill.layout
+        file = self.fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in layout.columns})
+        if self.names.image is not None:
+            file[HEIGHTS][...] = self.names.output_size[0]
+            file[WIDTHS][...] = self.names.output_size[1]
+        arena = self.names.arena(file)
+        self._current = (arena, file)
+        return arena
+
+    def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
+        if self._current is None or arrays is not self._current[0]:
+            return
+        arena, file = self._current
+
+        def swap(old: dict, new: dict) -> bool:
+            return old is file and replace is not None and replace(arena, self.names.arena(new))
+
+        self.fill.complete(file, swap)
+
+    @property
+    def writing(self):
+        return self.fill.writing
+
+    @property
+    def persisted(self) -> bool:
+        return self.fill.persisted

@@ -43,7 +43,7 @@ class PersistentFile:
     split: str | None
     problem: str | None  # why it would not be served; None for a good file
     stale: bool  # a shard it was made from changed or is gone
-    kind: str | None = None  # "pictures": an augmentation cache's; None: an arena's examples
+    kind: str | None = None  # "pictures" (`cache.persisted`); None: an older release's arena
 
     @property
     def age_s(self) -> float:

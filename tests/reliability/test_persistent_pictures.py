@@ -44,7 +44,8 @@ pytest.importorskip("grain")
 
 SEED = 7
 EPOCHS = 2
-AUGMENTS = {"rrc": Augment(), "none": Augment(crop=None, flip=False)}
+# "plain": no augment=, the plain read, whose arena is the picture store at the output size.
+AUGMENTS = {"rrc": Augment(), "none": Augment(crop=None, flip=False), "plain": None}
 
 # argv: back end ("tf" or "loader"), data_dir, cache_dir, epochs, augment (a key of
 # AUGMENTS), mode ("run", or "pause": after the first batch print "paused" and wait for
@@ -64,7 +65,7 @@ _CHILD = (
     from fast_tfds import Augment
 
     backend, data_dir, cache_dir, epochs, crop, mode, seed, workers = sys.argv[1:9]
-    augment = Augment() if crop == "rrc" else Augment(crop=None, flip=False)
+    augment = {"rrc": Augment(), "none": Augment(crop=None, flip=False), "plain": None}[crop]
     common = dict(data_dir=data_dir, download_and_prepare=False, batch_size=8, seed=int(seed),
                   augment=augment, cache=True, persist=True, cache_dir=cache_dir)
     if backend == "tf":
@@ -220,7 +221,7 @@ def test_a_second_process_serves_every_example_once_from_the_file_without_decodi
     both_formats, data_dir, tmp_path, expected, augment
 ):
     want = expected[augment]
-    assert want[0] != want[1] or augment == "none"  # new windows every epoch
+    assert want[0] != want[1] or augment != "rrc"  # new windows every epoch
     cache = tmp_path / "cache"
     path = fill("tf", data_dir, cache, want, augment)
     zero_the_shards(data_dir)
@@ -229,7 +230,7 @@ def test_a_second_process_serves_every_example_once_from_the_file_without_decodi
     assert [e["decoded"] for e in epochs] == [0, 0]
     assert not lines(stderr, "fast_tfds: persist=True"), stderr
     assert picture_files(cache) == [path] and not temp_files(cache)
-    if augment == "none":  # The stored pixels: each example once, with its own label.
+    if augment != "rrc":  # The stored pixels: each example once, with its own label.
         truth = Truth.of(both_formats)  # this test's copy is zeroed now
         for epoch in epochs:
             truth.check([Output(d, label) for d, label in epoch["pairs"]])
@@ -245,6 +246,28 @@ def test_either_back_end_serves_the_file_the_other_filled(
     zero_the_shards(data_dir)
     epochs, stderr = run(server, data_dir, cache)
     assert [counted(e) for e in epochs] == want  # the same windows, pixels and labels
+    assert [e["decoded"] for e in epochs] == [0, 0]
+    assert not lines(stderr, "fast_tfds: persist=True"), stderr
+    assert picture_files(cache) == [path]
+
+
+@pytest.mark.parametrize(
+    "filler, filled, server, served",
+    [("tf", "plain", "loader", "plain"), ("loader", "plain", "tf", "none")],
+)
+def test_plain_and_uncropped_reads_of_either_back_end_share_one_file(
+    data_dir, tmp_path, expected, filler, filled, server, served
+):
+    # One key for every persistent cache: the tf.data arena of a plain read, the loader's
+    # plain cache and an Augment(crop=None) read all store the pictures at the output
+    # size, so whichever fills the file, the others serve it without decoding.
+    want = expected["none"]
+    assert expected["plain"] == want  # the same pixels and labels, read either way
+    cache = tmp_path / "cache"
+    path = fill(filler, data_dir, cache, want, filled)
+    zero_the_shards(data_dir)
+    epochs, stderr = run(server, data_dir, cache, augment=served)
+    assert [counted(e) for e in epochs] == want
     assert [e["decoded"] for e in epochs] == [0, 0]
     assert not lines(stderr, "fast_tfds: persist=True"), stderr
     assert picture_files(cache) == [path]
@@ -291,7 +314,7 @@ def test_a_rebuilt_dataset_gets_a_new_key_even_for_the_other_format(data_dir, tm
     assert len(picture_files(cache)) == 2 and old.exists()
     listed = fast_tfds_cache("list", cache)
     assert line_with(listed, old).startswith(
-        "persistent pictures, stale (its dataset was rebuilt or removed)"
+        "persistent, stale (its dataset was rebuilt or removed)"
     )
     cleaned = fast_tfds_cache("clean", cache)
     assert f"removed  {old} (stale, " in cleaned and not old.exists(), cleaned
@@ -346,13 +369,11 @@ def test_cache_list_and_clean_show_and_remove_picture_files_never_one_in_use(
     cache = tmp_path / "cache"
     path = fill("loader", data_dir, cache, want)
     line = line_with(fast_tfds_cache("list", cache), path)
-    assert line.startswith("persistent pictures ") and " cats_vs_dogs_fast/224/1.0.0 train " in line
+    assert line.startswith("persistent ") and " cats_vs_dogs_fast/224/1.0.0 train " in line
     reader = start("tf", data_dir, cache)  # serves from the file, holds it
     try:
         assert reader.line(timeout=TIMEOUT_S).strip() == "paused"
-        assert line_with(fast_tfds_cache("list", cache), path).startswith(
-            "persistent pictures, in use "
-        )
+        assert line_with(fast_tfds_cache("list", cache), path).startswith("persistent, in use ")
         cleaned = fast_tfds_cache("clean", cache, "--all")
         assert f"kept     {path} (in use by a running process)" in cleaned, cleaned
         assert path.exists()
