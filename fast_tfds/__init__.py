@@ -29,6 +29,7 @@ _EXPORTS = {
     "KerasEpochs": "fast_tfds.core.keras_epochs",
     "as_fast_loader": "fast_tfds.loader",
     "Augment": "fast_tfds.augment.spec",
+    "Mix": "fast_tfds.augment.mixing",
     "ProgressiveResize": "fast_tfds.augment.progressive",
     "ReadOptions": "fast_tfds.read.options",
     "decode_jpeg_block": "fast_tfds.core.jpeg_blocks",

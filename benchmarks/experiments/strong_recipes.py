@@ -74,7 +74,7 @@ def rows(threads: int):
 
         return serve
 
-    mix = mixing.Mixing(0.8, 1.0, switch_prob=0.5, label_smoothing=0.1)
+    mix = mixing.Mix(0.8, 1.0, switch_prob=0.5, label_smoothing=0.1)
 
     def mixed(pictures, epoch, indices, out):
         today(pictures, epoch, indices, out)

@@ -8,13 +8,15 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
 - `cached`: a batch served from that cache: windows drawn, cropped, resized,
   flipped and jittered into the output batch.
 - `persisted`: that cache in a persistent file (`persist=True`), one for both back ends.
+- `mixing`: MixUp / CutMix of a finished batch and its labels (the public `fast_tfds.Mix`,
+  `mix=` of both back ends).
 
 The stronger recipes' core, not yet wired into the readers:
 
 - `ops`: the policies' ops, one per module (pixel ops, and geometric ops as matrices).
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
-- `erasing`, `mixing`: timm's random erasing; MixUp / CutMix of a batch and its labels.
+- `erasing`: timm's random erasing.
 - `draws`: which counter columns of `windows.uniforms` each draw reads.
 - `recipe`: all of it applied to a batch.
 """

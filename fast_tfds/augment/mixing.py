@@ -1,4 +1,5 @@
-"""MixUp / CutMix of a batch and its labels, as timm's `Mixup(mode="batch")`, in numpy.
+"""MixUp / CutMix of a batch and its labels, as timm's `Mixup(mode="batch")`, in numpy:
+the public `fast_tfds.Mix`, which both back ends apply to each finished batch.
 
 Per batch, seeded by (seed, epoch, batch index) alone: with probability `prob`, mix;
 when both alphas are on, CutMix with probability `switch_prob`, else MixUp; lambda
@@ -17,7 +18,8 @@ Labels become float32 one-hot rows [B, num_classes], smoothed (off = smoothing /
 
 An odd batch (a last partial one): timm refuses it; here its middle picture pairs with
 itself, so it stays as it is and keeps its own label (weights lambda and 1 - lambda on
-the same class). uint8 pictures: MixUp rounds the blend to whole levels (a quantization
+the same class). A batch of one is left unmixed, its label one-hot (smoothed).
+uint8 pictures: MixUp rounds the blend to whole levels (a quantization
 of at most half a level, invisible to a model that normalizes its input); pass
 `dtype=np.float32` for unquantized values. CutMix copies pixels: exact in either.
 """
@@ -30,6 +32,7 @@ import cv2
 import numpy as np
 
 from fast_tfds.augment import kernels, windows
+from fast_tfds.augment.spec import Augment
 
 # The batch's key in `windows.uniforms`: a different epoch stream than the examples'
 # (bit 62 set), so batch b never shares draws with example b.
@@ -37,8 +40,24 @@ _BATCH_STREAM = 1 << 62
 
 
 @dataclasses.dataclass(frozen=True)
-class Mixing:
-    """timm's Mixup arguments (mode "batch", correct_lam True)."""
+class Mix:
+    """MixUp / CutMix of each training batch and its labels: timm's `Mixup` arguments,
+    in its batch mode (one draw per batch, `correct_lam`).
+
+    Pass it as `mix=` to `as_fast_dataset()` or `as_fast_loader()`: labels become
+    float32 one-hot rows [batch, num_classes] that sum to 1, and the pictures of each
+    batch are mixed with those of the batch flipped (picture i with B - 1 - i).
+
+    Attributes:
+      mixup_alpha: MixUp's Beta(alpha, alpha) for lambda; 0 = no MixUp.
+      cutmix_alpha: CutMix's Beta(alpha, alpha); 0 = no CutMix. The labels are weighted
+        by the pasted area (the box clipped to the picture).
+      prob: the probability that a batch is mixed at all.
+      switch_prob: with both alphas on, the probability of CutMix rather than MixUp.
+      label_smoothing: timm's smoothing of the one-hot rows (off = smoothing /
+        num_classes, on = 1 - smoothing + off); alone, it smooths the labels and
+        leaves the pictures. Do not smooth again in the loss.
+    """
 
     mixup_alpha: float = 0.0
     cutmix_alpha: float = 0.0
@@ -59,6 +78,11 @@ class Mixing:
                 or not 0 <= value <= 1
             ):
                 raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+
+    @property
+    def mixes(self) -> bool:
+        """Whether any batch gets its pictures mixed (else labels only)."""
+        return (self.mixup_alpha > 0 or self.cutmix_alpha > 0) and self.prob > 0
 
     def draw(self, seed: int, epoch: int, batch: int, height: int, width: int):
         """(lambda, box or None): box (y0, y1, x0, x1) for CutMix; lambda corrected."""
@@ -83,6 +107,26 @@ class Mixing:
         return lam, (int(y0), int(y1), int(x0), int(x1))
 
 
+def check_mix(mix, *, shuffle: bool, augment) -> None:
+    """`mix` is a `Mix` or None (the option of both back ends), on a training read:
+    an evaluation read (shuffle=False, or `Augment.eval()`) mixing its batches would
+    score blends, so that is a one-line error rather than a silent no-op."""
+    if mix is None:
+        return
+    if not isinstance(mix, Mix):
+        raise ValueError(f"mix={mix!r}: must be a fast_tfds.Mix(...) or None")
+    if shuffle is False:
+        raise ValueError(
+            "mix=: mixes training batches, and shuffle=False reads in record order, as for "
+            "evaluation (each picture would always meet the same partner); drop mix= there"
+        )
+    if isinstance(augment, Augment) and augment == Augment.eval(augment.crop_fraction):
+        raise ValueError(
+            "mix=: mixes training batches, and augment= is the evaluation recipe "
+            "(Augment.eval()); drop mix= for evaluation"
+        )
+
+
 def one_hot(labels, num_classes: int, smoothing: float = 0.0) -> np.ndarray:
     """float32 [B, num_classes], timm's smoothed one-hot."""
     labels = np.asarray(labels, np.int64).reshape(-1)
@@ -98,17 +142,22 @@ def mix(
     images: np.ndarray,
     labels,
     num_classes: int,
-    mixing: Mixing,
+    mixing: Mix,
     *,
     seed: int,
     epoch: int,
     batch: int,
     dtype=None,
     num_threads: int = 1,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(images, targets, lambda) of batch `batch` of `epoch`. `images` [B, H, W, C] is
     mixed in place when it has the output's dtype (`dtype`, default: its own), else a
-    new array of `dtype` is returned."""
+    new array of `dtype` is returned. uint8 `images` with `out` (an array of their
+    shape, e.g. when `images` may not be written): mixed into `out`, read-only
+    `images` left as they are; an unmixed batch is then returned as `images` itself."""
+    if out is not None:
+        return _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads)
     dtype = np.dtype(images.dtype if dtype is None else dtype)
     out = images if images.dtype == dtype else images.astype(dtype)
     targets = one_hot(labels, num_classes, mixing.label_smoothing)
@@ -141,3 +190,32 @@ def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
     kept = a.copy()
     cv2.addWeighted(a, lam, b, 1 - lam, 0, dst=a)
     cv2.addWeighted(b, lam, kept, 1 - lam, 0, dst=b)
+
+
+def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads):
+    """`mix` of uint8 `images` into `out`, reading `images` only (no copy first)."""
+    if images.dtype != np.uint8 or out.shape != images.shape or out.dtype != np.uint8:
+        raise ValueError(f"out: must be uint8 of the images' shape {images.shape}")
+    targets = one_hot(labels, num_classes, mixing.label_smoothing)
+    if len(targets) != len(images):
+        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
+    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
+    if lam == 1.0:
+        return images, targets, lam
+    last = len(images) - 1
+    if box is not None:
+        y0, y1, x0, x1 = box
+
+        def paste(i: int) -> None:
+            out[i] = images[i]
+            out[i, y0:y1, x0:x1] = images[last - i, y0:y1, x0:x1]
+
+        kernels._parallel(len(images), num_threads, paste)
+    else:
+        kernels._parallel(
+            len(images),
+            num_threads,
+            lambda i: cv2.addWeighted(images[i], lam, images[last - i], 1 - lam, 0, dst=out[i]),
+        )
+    targets = targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
+    return out, targets, lam

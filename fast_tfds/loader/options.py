@@ -14,6 +14,7 @@ import dataclasses
 import os
 from typing import Any
 
+from fast_tfds.augment.mixing import Mix, check_mix
 from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
@@ -92,6 +93,13 @@ class LoaderOptions:
         (those of the largest share): padding examples, at the end, have index -1,
         label 0 and a zero image (the mask is `indices >= 0`). For your own loops:
         Keras' fit and evaluate read a third element as sample weights.
+      mix: a `fast_tfds.Mix` (MixUp / CutMix, label smoothing): each batch, once made,
+        is mixed with itself flipped (picture i with B - 1 - i), drawn from (seed,
+        epoch, batch index), and its labels become float32 one-hot rows [batch,
+        num_classes] summing to 1; the uint8 blend is rounded to whole levels. A last
+        odd batch's middle picture is left as it is, with its own label. The tf.data
+        reader's batches are other batches, so its mixes differ. Not for evaluation
+        (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
     batch_size: int = 32
@@ -111,6 +119,7 @@ class LoaderOptions:
     cache_dir: str | os.PathLike | None = None
     persist: bool = False
     with_index: bool = False
+    mix: Mix | None = None
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size, optional=False)
@@ -137,6 +146,7 @@ class LoaderOptions:
         check_cache_dir(self.cache_dir)
         check_bool("persist", self.persist)
         check_bool("with_index", self.with_index)
+        check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
         if self.persist and not self.cache:
             raise ValueError(
                 "persist=True: keeps the decoded cache (cache=True) in a file, and cache=False"

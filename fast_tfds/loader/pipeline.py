@@ -39,6 +39,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from fast_tfds.augment import mixing
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.cache import disk_rows, placement
 from fast_tfds.cache import persisted as stored_pictures
@@ -306,7 +307,13 @@ class FastLoader(grain.IterDataset):
         return batch
 
     def _batches_from(self, start: int) -> grain.IterDataset:
-        ds = self._epoch.repeat()[start:]
+        ds = self._epoch.repeat()
+        if self.options.mix is not None:
+            # Numbered before the slice: batch p is batch p % len of epoch p // len.
+            ds = ds.map_with_index(
+                MixBatches(self.options.mix, self.seed, len(self.source.label_names), len(self))
+            )
+        ds = ds[start:]
         # Each thread makes whole batches. simplejpeg and OpenCV release the GIL, so
         # threads alone keep the cores busy; worker processes go past what the GIL
         # allows (parsing, batching) on machines with many cores.
@@ -351,7 +358,37 @@ class FastLoader(grain.IterDataset):
             "augment": None if options.augment is None else repr(options.augment),
             # Only where set, so that a state saved before the option existed restores.
             **({"with_index": True} if options.with_index else {}),
+            **({"mix": repr(options.mix)} if options.mix is not None else {}),
         }
+
+
+class MixBatches:
+    """`map_with_index` of the repeated epochs' batches: batch `position` mixed by
+    `mixing.mix`, from (seed, epoch, batch in epoch); the images in place (each batch
+    is a new array), the labels as float32 one-hot rows."""
+
+    def __init__(self, mix: mixing.Mix, seed: int, num_classes: int, per_epoch: int):
+        self.mix, self.seed = mix, seed
+        self.num_classes, self.per_epoch = num_classes, per_epoch
+
+    def __call__(self, position: int, batch: tuple):
+        images, labels, *rest = batch
+        if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
+            raise ValueError(
+                "mix=: mixes integer labels, and this loader's targets are "
+                f"{type(labels).__name__}; read without the dataset's extra targets"
+            )
+        epoch, batch_index = divmod(int(position), self.per_epoch)
+        images, targets, _ = mixing.mix(
+            images,
+            labels,
+            self.num_classes,
+            self.mix,
+            seed=self.seed,
+            epoch=epoch,
+            batch=batch_index,
+        )
+        return (images, targets, *rest)
 
 
 class FastLoaderIterator(grain.DatasetIterator):

@@ -51,11 +51,14 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
 
         def one_epoch(epoch):
             first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
-            return (
-                make_epoch(epoch, first)
-                .enumerate(first)
-                .map(lambda position, batch: ((epoch, position), batch))
-            )
+            ds = make_epoch(epoch, first).enumerate(first)
+            if reading.mix_batch is not None:  # by (seed, epoch, batch index): see `mixed`
+                ds = ds.map(
+                    lambda position, batch: (position, reading.mix_batch(epoch, position, batch)),
+                    num_parallel_calls=AUTOTUNE,
+                    deterministic=reading.order.deterministic,
+                )
+            return ds.map(lambda position, batch: ((epoch, position), batch))
 
         if not finite:
             epochs = tf.data.Dataset.range(first_epoch, first_epoch + _ENDLESS)

@@ -16,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from fast_tfds.augment.mixing import Mix, check_mix
 from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
@@ -181,6 +182,14 @@ class ReadOptions:
       cache_shorter_side: with `augment` and cache=True, the cached pictures'
         shorter side (aspect kept, never enlarged); None: output * 8/7 (256 for
         224), which serves a 0.875 center crop at full resolution.
+      mix: a `fast_tfds.Mix` (MixUp / CutMix, label smoothing): each batch, once made,
+        is mixed with itself flipped (picture i with B - 1 - i), drawn from (seed,
+        epoch, batch index), and its labels become float32 one-hot rows [batch,
+        num_classes] of the label feature's classes, summing to 1. The blend is made
+        on uint8 pixels, rounded to whole levels (float32 output is that / 255).
+        A last odd batch's middle picture is left as it is, with its own label. The
+        loader's batches are other batches, so its mixes differ. Needs batch_size;
+        not for evaluation (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
     batch_size: int | None = 32
@@ -205,6 +214,7 @@ class ReadOptions:
     augment: Augment | None = None
     cache_shorter_side: int | None = None
     with_index: bool = False
+    mix: Mix | None = None
 
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size)
@@ -243,6 +253,11 @@ class ReadOptions:
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         if self.augment is not None:
             _check_augmented(self)
+        check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
+        if self.mix is not None and self.batch_size is None:
+            raise ValueError(
+                "batch_size=None: mix= mixes the pictures of a batch; give batch_size="
+            )
         object.__setattr__(self, "transform_keys", tuple(self.transform_keys))
 
     @property

@@ -17,11 +17,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.augment import progressive
+from fast_tfds.augment.mixing import Mix
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import placement
 from fast_tfds.core.options import SEED_LIMIT
-from fast_tfds.read import arena_dataset, persisted, records, service
+from fast_tfds.read import arena_dataset, mixed, persisted, records, service
 from fast_tfds.read.decoding import BlockImages, block_images, make_decoder
 from fast_tfds.read.options import Batching, CacheChoice, CacheKind, Order, ReadOptions
 from fast_tfds.read.output import make_output_fn
@@ -61,11 +62,16 @@ class Reading:
     cache_shorter_side: int | None = None
     # image_size=ProgressiveResize(...): each epoch's size (image_size is its largest).
     size_schedule: ProgressiveResize | None = None
+    mix: Mix | None = None
+    # With `mix`: fn(epoch, batch index, batch) -> the batch mixed, in the asked dtype
+    # (`output_fn` then leaves the pictures uint8, to be blended first).
+    mix_batch: Callable | None = None
 
     @classmethod
     def start(cls, builder, split: str, opts: ReadOptions) -> Reading:
         """Checks the split and the service, and takes this input pipeline's share."""
         instructions = records.file_instructions(builder, split)
+        seed = random.SystemRandom().randrange(SEED_LIMIT) if opts.seed is None else opts.seed
         offsets = records.instruction_offsets(instructions)
         service_address = None
         if opts.service is not None:
@@ -86,6 +92,16 @@ class Reading:
             if padded is not None:  # Every batch is full, padding included: none dropped.
                 opts = opts.replace(drop_remainder=False)
         supervised_keys = builder.info.supervised_keys
+        mix_batch = None
+        if opts.mix is not None:
+            image_key, label_key = supervised_keys or ("image", "label")
+            mix_batch = mixed.mixer(
+                opts.mix,
+                seed,
+                mixed.label_classes(builder, label_key),
+                opts.dtype,
+                None if opts.as_supervised else (image_key, label_key),
+            )
         keys = None  # The (image, label) output and what `transform` needs, else all.
         if opts.as_supervised:
             keys = {*(supervised_keys or ("image", "label")), *opts.transform_keys}
@@ -100,20 +116,25 @@ class Reading:
             transform=opts.transform,
             keys=keys,
             output_fn=make_output_fn(
-                opts.dtype, opts.as_supervised, supervised_keys, opts.with_index
+                opts.dtype if opts.mix is None else tf.uint8,
+                opts.as_supervised,
+                supervised_keys,
+                opts.with_index,
             ),
             epochs=opts.epochs,
             service_address=service_address,
             service_sharding=opts.service_sharding,
             offsets=offsets,
             augment=opts.augment,
-            seed=random.SystemRandom().randrange(SEED_LIMIT) if opts.seed is None else opts.seed,
+            seed=seed,
             with_index=opts.with_index,
             padded_examples=padded,
             cache_shorter_side=opts.cache_shorter_side,
             size_schedule=(
                 opts.image_size if isinstance(opts.image_size, ProgressiveResize) else None
             ),
+            mix=opts.mix,
+            mix_batch=mix_batch,
         )
 
     @property

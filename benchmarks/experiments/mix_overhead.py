@@ -1,0 +1,97 @@
+"""What `mix=` adds to a cached crop + flip read (tf.data and the loader), in one run.
+
+    python benchmarks/experiments/mix_overhead.py DATA_DIR [--rounds 5] [--batch 64]
+
+DATA_DIR holds cats_vs_dogs_fast built, config `original` (e.g.
+fast_tfds_bench/cats_vs_dogs_fast-2000/tensorflow_datasets); the loader rows need its
+ArrayRecord files too (skipped, with the reason, where they are missing). Each reader is
+made once and its first epoch (which fills the cache) is not timed; then every round
+times one epoch of each reader, in an order that alternates from round to round, so
+that a machine shared with other work slows all of them alike. The ratio is the
+median epoch time with `mix=` over that of the same reader without it (the reference),
+both cached crop + flip (`Augment()`), uint8, batch 64, seed 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+ROWS = {
+    "crop + flip (reference)": None,
+    "+ mix timm (mixup 0.8, cutmix 1.0, smoothing 0.1)": dict(
+        mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1
+    ),
+    "+ mix MixUp only (alpha 0.8: every batch blended)": dict(mixup_alpha=0.8),
+}
+
+
+def readers(data_dir: str, batch: int, back_end: str):
+    import tensorflow as tf
+
+    import cats_vs_dogs_fast
+    import fast_tfds
+
+    made = {}
+    for name, fields in ROWS.items():
+        mix = None if fields is None else fast_tfds.Mix(**fields)
+        common = dict(
+            data_dir=data_dir,
+            config="original",
+            download_and_prepare=False,
+            batch_size=batch,
+            seed=0,
+            augment=fast_tfds.Augment(),
+            mix=mix,
+        )
+        if back_end == "tf.data":
+            made[name] = cats_vs_dogs_fast.as_fast_dataset(
+                "train", cache=True, dtype=tf.uint8, **common
+            )
+        else:
+            made[name] = cats_vs_dogs_fast.as_fast_loader("train", cache=True, **common)
+    return made
+
+
+def epoch_seconds(reader) -> tuple[float, int]:
+    start, n = time.perf_counter(), 0
+    for images, *_ in reader:
+        n += int(images.shape[0])
+    return time.perf_counter() - start, n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data_dir")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args()
+    for back_end in ("tf.data", "loader"):
+        try:
+            made = readers(args.data_dir, args.batch, back_end)
+        except Exception as err:  # e.g. no ArrayRecord files for the loader
+            print(f"{back_end}: skipped ({str(err).splitlines()[0]})")
+            continue
+        for reader in made.values():
+            epoch_seconds(reader)  # epoch 1 fills the cache
+        times = {name: [] for name in made}
+        count = 0
+        for r in range(args.rounds):
+            names = list(made) if r % 2 == 0 else list(reversed(made))
+            for name in names:
+                seconds, count = epoch_seconds(made[name])
+                times[name].append(seconds)
+        reference = statistics.median(times[next(iter(ROWS))])
+        print(f"{back_end}: {count} images per epoch, {args.rounds} interleaved rounds")
+        for name, values in times.items():
+            median = statistics.median(values)
+            print(
+                f"  {name:52s} {count / median:8,.0f} images/s  "
+                f"time x{median / reference:.3f} of the reference  "
+                f"(rounds: {', '.join(f'{count / v:,.0f}' for v in values)})"
+            )
+
+
+if __name__ == "__main__":
+    main()
