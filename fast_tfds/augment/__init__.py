@@ -9,13 +9,15 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
   flipped and jittered into the output batch.
 - `persisted`: that cache in a persistent file (`persist=True`), one for both back ends.
 
-The stronger recipes' core, not yet wired into the readers:
+The stronger recipes (`Augment`'s rotate=, auto_augment=, erase=), served by the same
+step (`step`) when a recipe has any of them:
 
 - `ops`: the policies' ops, one per module (pixel ops, and geometric ops as matrices).
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
 - `erasing`, `mixing`: timm's random erasing; MixUp / CutMix of a batch and its labels.
-- `draws`: which counter columns of `windows.uniforms` each draw reads.
+- `counters`: the counter-based uniforms every draw reads.
+- `draws`: which of their columns each draw of the stronger recipes reads.
 - `recipe`: all of it applied to a batch.
 """
 
