@@ -4,20 +4,21 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
 - `spec.Augment`: what to do (the public `fast_tfds.Augment`).
 - `windows`: each example's crop window, flip and colour factors, vectorized.
 - `kernels`: the windows applied to a batch of decoded pictures, in threads.
-- `ragged`: pictures of different sizes in one flat buffer (the crop cache).
-- `cached`: a batch served from that cache: windows drawn, cropped, resized,
-  flipped and jittered into the output batch.
-- `persisted`: that cache in a persistent file (`persist=True`), one for both back ends.
+- `step`: the serving step both back ends call: a batch cut from the picture store
+  (`fast_tfds.cache.pictures`, persisted by `fast_tfds.cache.persisted`), or decoded
+  without one, windows drawn, cropped, resized, flipped and jittered into the batch.
 - `mixing`: MixUp / CutMix of a finished batch and its labels (the public `fast_tfds.Mix`,
   `mix=` of both back ends).
 
-The stronger recipes' core, not yet wired into the readers:
+The stronger recipes (`Augment`'s rotate=, auto_augment=, erase=), served by the same
+step (`step`) when a recipe has any of them:
 
 - `ops`: the policies' ops, one per module (pixel ops, and geometric ops as matrices).
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
 - `erasing`: timm's random erasing.
-- `draws`: which counter columns of `windows.uniforms` each draw reads.
+- `counters`: the counter-based uniforms every draw reads.
+- `draws`: which of their columns each draw of the stronger recipes reads.
 - `recipe`: all of it applied to a batch.
 """
 

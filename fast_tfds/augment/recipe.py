@@ -2,9 +2,9 @@
 a uniform rotation, an automatic-augmentation policy and random erasing, all drawn
 from (seed, epoch, example), served by the warp kernel.
 
-Internal until the single serving step exists: then `Augment` gains the public fields
-(rotate=, auto_augment=, erase=) and the step calls `apply_into` where it calls
-`kernels.apply_into` today.
+`of(augment)` reads `Augment`'s fields (rotate=, auto_augment=, erase=); the serving
+step (`fast_tfds.augment.step`) calls `apply_into` for a recipe that has any of them,
+and `kernels.apply_into` for the classic one.
 
 The order is torchvision's and timm's: crop + resize, flip, colour jitter, rotation,
 the policy's ops, erasing (timm erases last, after normalization).
@@ -40,6 +40,11 @@ class Recipe:
         erasing.check(self.erase)
 
 
+def of(augment: Augment) -> Recipe:
+    """The recipe of an `Augment` (its crop, flip and jitter, and its stronger fields)."""
+    return Recipe(augment, rotate=augment.rotate, policy=augment.policy(), erase=augment.erase)
+
+
 def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
     """float64 [n]: each example's rotation, uniform in [-rotate, rotate]."""
     u = draws.block(seed, epoch, indices, draws.ROTATE, 1)[:, 0]
@@ -59,18 +64,22 @@ def apply_into(
     scale_y=None,
     scale_x=None,
     num_threads: int = 1,
+    drawn: windows.Windows | None = None,
 ) -> np.ndarray:
     """Examples `indices` of `epoch` into `out` ([B, H, W, 3] uint8) from their decoded
     pictures. heights, widths: the sizes the windows are drawn for (default: the
-    pictures'); scale_y, scale_x: from those to the pictures' pixels, as in `kernels`."""
+    pictures'); scale_y, scale_x: from those to the pictures' pixels, as in `kernels`.
+    drawn: the batch's windows, if the caller drew them already (then heights and
+    widths are not needed)."""
     indices = np.asarray(indices).reshape(-1)
     if (heights is None) != (widths is None):
         raise ValueError("heights and widths: give both (the windows' picture sizes) or neither")
-    if heights is None:
-        heights = [p.shape[0] for p in pictures]
-        widths = [p.shape[1] for p in pictures]
     size = out.shape[1:3]
-    drawn = windows.sample(recipe.augment, seed, epoch, indices, heights, widths, size)
+    if drawn is None:
+        if heights is None:
+            heights = [p.shape[0] for p in pictures]
+            widths = [p.shape[1] for p in pictures]
+        drawn = windows.sample(recipe.augment, seed, epoch, indices, heights, widths, size)
     steps: list[list[tuple]] = [[] for _ in indices]
     if drawn.jittered_mask.any():
         jitter = kernels.Jitter(drawn)

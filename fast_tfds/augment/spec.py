@@ -11,15 +11,20 @@ import math
 from typing import Any
 
 CROPS = ("random_resized", "center", None)
+# Fields added after saved loader states existed: left out of the repr (the state's
+# key) where they are off.
+_LATER = ("rotate", "auto_augment", "num_ops", "magnitude", "erase")
 
 
 @dataclasses.dataclass(frozen=True)
 class Augment:
-    """Crop, flip and colour jitter of every picture, new for each example and epoch.
+    """Crop, flip, colour jitter, rotation, an automatic-augmentation policy and random
+    erasing of every picture, new for each example and epoch.
 
-    The order is crop (+ resize to the output size) -> flip -> colour jitter. Each
-    example's random choices come from (seed, epoch, example index) alone, so a
-    seeded run repeats exactly and a resumed one continues exactly.
+    The order is torchvision's and timm's: crop (+ resize to the output size) -> flip
+    -> colour jitter -> rotation -> the policy's ops -> erasing. Each example's random
+    choices come from (seed, epoch, example index) alone, so a seeded run repeats
+    exactly and a resumed one continues exactly, in either back end.
 
     Attributes:
       crop: "random_resized" (Inception / torchvision `RandomResizedCrop`, TF official
@@ -45,9 +50,27 @@ class Augment:
         (0 <= hue <= 0.5, as torchvision); applied as a rotation of the chroma
         plane (YIQ), which keeps each pixel's luma. 0 = off.
 
+      rotate: degrees; a rotation drawn uniformly in [-rotate, rotate] (counter-
+        clockwise positive), 0 <= rotate <= 180, corners filled with black (the
+        policy's fill where a policy is on). 0 = off.
+      auto_augment: an automatic-augmentation policy, as timm names the option:
+        torchvision's "trivial_augment_wide" (one op of 14 per picture at a uniform
+        bin of 31) or "rand_augment" (`num_ops` ops, each at bin `magnitude` of 31),
+        or a timm config string such as "rand-m9-mstd0.5-inc1" or "rand-m7-n2"
+        (magnitude on timm's 0-10 scale; docs/training-recipes.md has the tables).
+        None = off.
+      num_ops, magnitude: torchvision's RandAugment's (default 2 and 9, a bin of 31);
+        only with auto_augment="rand_augment" (a timm string holds its own, and
+        TrivialAugmentWide draws them). None = the policy's default.
+      erase: the probability of timm's random erasing (`RandomErasing(mode="pixel")`:
+        one box of 2-33% of the picture, aspect 0.3-3.3, random pixel values), done
+        last. 0 = off.
+
     The colour operations are one affine map of the RGB values, clipped to 0..255
     once at the end (torchvision clips after each): the same picture where no
-    channel leaves the range between two steps.
+    channel leaves the range between two steps. The last five fields are left out of
+    the repr where they are off, so a recipe without them has the repr (and a saved
+    loader state the key) that it had before they existed.
     """
 
     crop: str | None = "random_resized"
@@ -59,6 +82,11 @@ class Augment:
     contrast: float = 0.0
     saturation: float = 0.0
     hue: float = 0.0
+    rotate: float = 0.0
+    auto_augment: str | None = None
+    num_ops: int | None = None
+    magnitude: int | None = None
+    erase: float = 0.0
 
     def __post_init__(self) -> None:
         if self.crop not in CROPS:
@@ -80,6 +108,59 @@ class Augment:
         if not 0 <= hue <= 0.5:
             raise ValueError(f"hue={self.hue!r}: must be a number in [0, 0.5]")
         object.__setattr__(self, "hue", hue)
+        rotate = _number("rotate", self.rotate)
+        if not 0 <= rotate <= 180:
+            raise ValueError(f"rotate={self.rotate!r}: must be a number of degrees in [0, 180]")
+        object.__setattr__(self, "rotate", rotate)
+        erase = _number("erase", self.erase)
+        if not 0 <= erase <= 1:
+            raise ValueError(f"erase={self.erase!r}: must be a probability in [0, 1]")
+        object.__setattr__(self, "erase", erase)
+        self._check_policy()
+
+    def _check_policy(self) -> None:
+        """auto_augment names a policy; num_ops and magnitude only where it takes them."""
+        name = self.auto_augment
+        for field in ("num_ops", "magnitude"):
+            value = getattr(self, field)
+            if value is None or name == "rand_augment":
+                continue
+            if name is None:
+                why = "no policy is on"
+            elif isinstance(name, str) and name.startswith("rand"):
+                why = "a timm config string holds its own, e.g. 'rand-m9-n2'"
+            else:
+                why = f"{name} draws its own"
+            raise ValueError(
+                f"{field}={value!r}: must be left out: only auto_augment='rand_augment' "
+                f"takes {field} ({why})"
+            )
+        if name is not None:
+            self.policy()  # the policy's own one-line errors
+
+    @property
+    def strong(self) -> bool:
+        """Whether rotation, a policy or erasing is on (served by the warp kernel)."""
+        return bool(self.rotate or self.auto_augment is not None or self.erase)
+
+    def policy(self):
+        """The automatic-augmentation policy (`fast_tfds.augment.policies`), or None."""
+        if self.auto_augment is None:
+            return None
+        from fast_tfds.augment import policies  # policies' draws import this module
+
+        options = {k: getattr(self, k) for k in ("num_ops", "magnitude")}
+        return policies.parse(
+            self.auto_augment, **{k: v for k, v in options.items() if v is not None}
+        )
+
+    def __repr__(self) -> str:
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.name not in _LATER or getattr(self, f.name) != f.default
+        ]
+        return f"Augment({', '.join(shown)})"
 
     @classmethod
     def train(cls, **changes: Any) -> Augment:
@@ -99,7 +180,7 @@ class Augment:
     @property
     def random(self) -> bool:
         """Whether the output depends on the seed and the epoch."""
-        return self.crop == "random_resized" or self.flip or self.jitter
+        return self.crop == "random_resized" or self.flip or self.jitter or self.strong
 
     def replace(self, **changes: Any) -> Augment:
         return dataclasses.replace(self, **changes)

@@ -4,8 +4,11 @@ store (`serve_into`) or straight from their JPEGs (`decode_into`, no cache).
 For each example of the batch, its picture's window (drawn from (seed, epoch,
 example) in the picture's reference size and scaled to the stored picture), resize,
 flip and colour jitter, written straight into `out`, in threads that release the GIL
-(`kernels`). A plain read (no augmentation, pictures stored at the output size) is
-its identity case, a gather of whole rows.
+(`kernels`). A recipe with rotation, a policy or erasing (`Augment.strong`) is served
+by the warp kernel instead (`recipe`: one warp per picture, then its pixel ops and
+erasing), from the same windows and the same per-example draws. A plain read (no
+augmentation, pictures stored at the output size) is its identity case, a gather of
+whole rows.
 
 Both back ends call this one function: the tf.data reader from one
 `tf.numpy_function` per batch (`fast_tfds.read.augment_dataset`), the Grain loader
@@ -17,9 +20,11 @@ the part kept, and the same flip and jitter follow. No TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from fast_tfds.augment import kernels, windows
+from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache.pictures import PictureCache
 from fast_tfds.core import jpeg_blocks
@@ -50,13 +55,25 @@ def serve_into(
         return out
     drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
     layout = pictures.images.layout
+    images = [pictures.images.image(int(s)) for s in slots]
+    scale_y = layout.heights[slots] / pictures.reference_heights[slots]
+    scale_x = layout.widths[slots] / pictures.reference_widths[slots]
+    if augment is not None and augment.strong:
+        recipe.apply_into(
+            images,
+            recipe.of(augment),
+            seed,
+            epoch,
+            indices,
+            out,
+            scale_y=scale_y,
+            scale_x=scale_x,
+            num_threads=num_threads,
+            drawn=drawn,
+        )
+        return out
     kernels.apply_into(
-        [pictures.images.image(int(s)) for s in slots],
-        drawn,
-        out,
-        scale_y=layout.heights[slots] / pictures.reference_heights[slots],
-        scale_x=layout.widths[slots] / pictures.reference_widths[slots],
-        num_threads=num_threads,
+        images, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads
     )
     return out
 
@@ -87,6 +104,8 @@ def decode_into(
         references[:, 3],
         out.shape[1:3],
     )
+    if augment is not None and augment.strong:
+        return _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn)
     jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
     for i, data in enumerate(jpegs):
         top, left, height, width = drawn.window(i)
@@ -96,6 +115,41 @@ def decode_into(
         except (OSError, ValueError) as err:
             raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
         kernels.finish_into(out[i], drawn, i, jitter)
+    return out
+
+
+def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn):
+    """`decode_into` for a strong recipe: each picture decoded whole at the DCT scale at
+    which its window covers the output, then the warp kernel cuts it as it cuts a
+    stored picture (windows moved from the reference to the stored picture's pixels,
+    and scaled to the decoded ones)."""
+    n = len(jpegs)
+    images = []
+    scale_y, scale_x = np.ones(n), np.ones(n)
+    top = drawn.top + references[:, 0]
+    left = drawn.left + references[:, 1]
+    for i, data in enumerate(jpegs):
+        window = (int(top[i]), int(left[i]), int(drawn.height[i]), int(drawn.width[i]))
+        try:
+            image, _, (height, width) = jpeg_blocks.decode_covering(
+                data, out.shape[1:3], lambda _h, _w, window=window: window
+            )
+        except (OSError, ValueError) as err:
+            raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+        images.append(image)
+        scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
+    moved = dataclasses.replace(drawn, top=top, left=left)
+    recipe.apply_into(
+        images,
+        recipe.of(augment),
+        seed,
+        epoch,
+        indices,
+        out,
+        scale_y=scale_y,
+        scale_x=scale_x,
+        drawn=moved,
+    )
     return out
 
 

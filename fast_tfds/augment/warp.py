@@ -19,6 +19,11 @@ in the recipe's order: pixel ops, and the fills that geometric ops leave.
   NEAREST interpolation has that edge), found by warping a blank frame with the map of
   the geometric ops from that step on, at the point of the recipe where that op ran.
 
+- Whole-pixel translations (torchvision truncates its translations to whole pixels):
+  where the geometric ops of a picture add up to one, the window is cut and resized
+  as without geometry and shifted into place, and its fill painted by slices: a
+  resize and a copy instead of a warp and a mask's warp.
+
 Pixel ops run on the warped output, in order. Where a pixel op came before a
 geometric op in the recipe, it runs here on the final framing rather than the
 intermediate one: exact for per-pixel ops up to the interpolation's rounding; for ops
@@ -66,6 +71,8 @@ class Plan:
     boxes: [n, 4] (y0, y1, x0, x1) whole-pixel windows, for the unwarped path.
     flip: bool [n]. steps: per example, its `Step`s in order. fill: the RGB fill.
     erase: the boxes random erasing fills last, or None.
+    shifts: int64 [n, 2] (x, y): where the geometry is a whole-pixel translation,
+    output pixel q shows pixel q + shift of the crop; `shifted` bool [n] says where.
     """
 
     matrices: np.ndarray
@@ -76,6 +83,8 @@ class Plan:
     steps: list[list[Step]]
     fill: tuple[int, int, int]
     erase: erasing.Boxes | None = None
+    shifts: np.ndarray | None = None
+    shifted: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.matrices)
@@ -112,6 +121,8 @@ def plan(
     )
     matrices = base.copy()
     warped = np.zeros(n, bool)
+    shifted = np.zeros(n, bool)
+    shifts = np.zeros((n, 2), np.int64)
     steps: list[list[Step]] = []
     for i, recipe in enumerate(recipes):
         maps = []
@@ -129,7 +140,11 @@ def plan(
                 raise ValueError(f"op {name!r}: must be one of {', '.join(ops.NAMES)}")
         if maps:
             warped[i] = True
-            matrices[i] = base[i] @ affine.chain(maps)
+            total = affine.chain(maps)
+            matrices[i] = base[i] @ total
+            shift = _whole_shift(total)
+            if shift is not None:
+                shifted[i], shifts[i] = True, shift
             # Each fill step's map: the geometric ops from it to the end.
             k = 0
             for step in own:
@@ -146,6 +161,8 @@ def plan(
         steps=steps,
         fill=tuple(int(v) for v in fill),
         erase=erase,
+        shifts=shifts,
+        shifted=shifted,
     )
 
 
@@ -202,10 +219,16 @@ def warp_into(picture: np.ndarray, matrix: np.ndarray, scales, out: np.ndarray, 
 
 
 def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -> None:
-    if batch.warped[i]:
+    y0, y1, x0, x1 = box
+    if batch.shifted is not None and batch.shifted[i]:
+        crop = _scratch("shifted", out.shape)
+        kernels._resize_into(picture[y0:y1, x0:x1], crop)
+        if batch.flip[i]:
+            cv2.flip(crop, 1, dst=crop)
+        _shift_into(crop, *batch.shifts[i].tolist(), out, fill)
+    elif batch.warped[i]:
         warp_into(picture, batch.matrices[i], batch.scales[i], out, box)
     else:
-        y0, y1, x0, x1 = box
         kernels._resize_into(picture[y0:y1, x0:x1], out)
         if batch.flip[i]:
             cv2.flip(out, 1, dst=out)
@@ -221,9 +244,49 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
 _local = threading.local()
 
 
+def _whole_shift(total: np.ndarray) -> tuple[int, int] | None:
+    """(x, y) if the 3x3 map `total` is a translation by whole pixels, else None."""
+    if not np.array_equal(total[:2, :2], np.eye(2)):
+        return None
+    x, y = total[0, 2], total[1, 2]
+    if x != round(x) or y != round(y):
+        return None
+    return round(x), round(y)
+
+
+def _spans(shift: int, size: int) -> tuple[slice, slice]:
+    """(destination, source) of a shift by whole pixels along a side of `size`:
+    destination pixel q shows source pixel q + shift."""
+    shift = max(-size, min(size, shift))
+    return slice(max(0, -shift), size - max(0, shift)), slice(max(0, shift), size + min(0, shift))
+
+
+def _shift_into(crop: np.ndarray, x: int, y: int, out: np.ndarray, fill: np.ndarray) -> None:
+    """out[q] = crop[q + (x, y)] where that lies inside, `fill` elsewhere (a fill step
+    paints the same pixels again at its place in the recipe; until then they hold the
+    fill rather than a stale picture)."""
+    height, width = out.shape[:2]
+    (dy, sy), (dx, sx) = _spans(y, height), _spans(x, width)
+    out[dy, dx] = crop[sy, sx]
+    _paint_outside(out, dy, dx, fill)
+
+
+def _paint_outside(out: np.ndarray, rows: slice, columns: slice, fill: np.ndarray) -> None:
+    """`fill` everywhere but out[rows, columns]."""
+    out[: rows.start], out[rows.stop :] = fill[: rows.start], fill[rows.stop :]
+    out[rows, : columns.start] = fill[rows, : columns.start]
+    out[rows, columns.stop :] = fill[rows, columns.stop :]
+
+
 def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
     """Paints `fill` where the nearest pixel of remaining @ q lies outside the frame."""
     height, width = out.shape[:2]
+    a, t = remaining[:, :2], remaining[:, 2]
+    if np.array_equal(a, np.eye(2)) and np.array_equal(t, np.round(t)):
+        # A whole-pixel translation: the pixels outside are bands, painted by slices.
+        rows, columns = _spans(int(t[1]), height)[0], _spans(int(t[0]), width)[0]
+        _paint_outside(out, rows, columns, fill)
+        return
     frame = getattr(_local, "frame", None)
     if frame is None or frame.shape != (height, width):
         frame = _local.frame = np.zeros((height, width), np.uint8)

@@ -20,6 +20,7 @@ import dataclasses
 
 import numpy as np
 
+from fast_tfds.augment import counters
 from fast_tfds.augment.spec import Augment
 
 TRIES = 10  # random-resized crop: tries before the central fallback (torchvision, TF)
@@ -29,8 +30,6 @@ _AREA, _RATIO = 0, TRIES
 _TOP, _LEFT, _FLIP = 2 * TRIES, 2 * TRIES + 1, 2 * TRIES + 2
 _BRIGHTNESS, _CONTRAST, _SATURATION, _HUE = range(2 * TRIES + 3, 2 * TRIES + 7)
 DRAWS = 2 * TRIES + 7
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,16 +71,9 @@ class Windows:
 
 
 def uniforms(seed: int, epoch: int, indices, draws: int = DRAWS) -> np.ndarray:
-    """[len(indices), draws] float64 uniforms in [0, 1), a pure function of
-    (seed, epoch, index, column): a SplitMix64 hash of the four."""
-    indices = np.asarray(indices, np.uint64).reshape(-1, 1)
-    with np.errstate(over="ignore"):
-        key = _mix(np.uint64(seed & (2**64 - 1)) + _GOLDEN)
-        key = _mix(key ^ (np.uint64(epoch & (2**64 - 1)) + _GOLDEN * np.uint64(2)))
-        key = _mix(key ^ (indices + _GOLDEN * np.uint64(3)))
-        counters = np.arange(1, draws + 1, dtype=np.uint64) * _GOLDEN
-        bits = _mix(key + counters)
-    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    """[len(indices), draws] uniforms in [0, 1) (`counters.uniforms`), the windows' own
+    columns by default."""
+    return counters.uniforms(seed, epoch, indices, draws)
 
 
 def sample(
@@ -182,12 +174,3 @@ def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
         h,
         w,
     )
-
-
-def _mix(x):
-    """SplitMix64's finalizer: a bijection of uint64 that spreads every input bit."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))

@@ -71,13 +71,38 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
     so it still arrives in its place.
     """
     out_height, out_width = out.shape[:2]
+    if window is None:
+        try:
+            if simplejpeg.decode_jpeg_header(data)[:2] == (out_height, out_width):
+                simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
+                return out
+        except ValueError:  # simplejpeg's error for data it cannot decode: Pillow below.
+            pass
+    image, (top, left, crop_height, crop_width), (height, width) = decode_covering(
+        data, (out_height, out_width), window
+    )
+    # The window in the pixels of the decoded (scaled) image.
+    fy, fx = image.shape[0] / height, image.shape[1] / width
+    y0, x0 = min(int(top * fy), image.shape[0] - 1), min(int(left * fx), image.shape[1] - 1)
+    y1 = max(y0 + 1, min(image.shape[0], round((top + crop_height) * fy)))
+    x1 = max(x0 + 1, min(image.shape[1], round((left + crop_width) * fx)))
+    _resize_into(image[y0:y1, x0:x1], out)
+    return out
+
+
+def decode_covering(
+    data: bytes, output_size: tuple[int, int], window: Window | None = None
+) -> tuple[np.ndarray, tuple[int, int, int, int], tuple[int, int]]:
+    """(image, window, stored size): one JPEG decoded whole at the smallest of
+    `DCT_EIGHTHS` at which the part `window` keeps ((top, left, height, width) in the
+    stored pixels, from the stored (height, width); default: all of it) still covers
+    `output_size`, for a caller that cuts the part itself (`decode_resized_into`, the
+    warp of the stronger recipes). A JPEG that libjpeg-turbo rejects is decoded whole
+    by Pillow."""
     try:
         height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-        if window is None and (height, width) == (out_height, out_width):
-            simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
-            return out
-        top, left, crop_height, crop_width = (window or _whole)(height, width)
-        eighths = dct_eighths((crop_height, crop_width), (out_height, out_width))
+        part = (window or _whole)(height, width)
+        eighths = dct_eighths(part[2:], output_size)
         # simplejpeg takes the smallest scale whose result is at least this large:
         # exactly eighths/8 (for a side of 8 pixels or more, (eighths - 1)/8 gives fewer).
         image = simplejpeg.decode_jpeg(
@@ -90,14 +115,8 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
     except ValueError:  # simplejpeg's error for data it cannot decode.
         image = _decode_with_pillow(data)
         height, width = image.shape[:2]
-        top, left, crop_height, crop_width = (window or _whole)(height, width)
-    # The window in the pixels of the decoded (scaled) image.
-    fy, fx = image.shape[0] / height, image.shape[1] / width
-    y0, x0 = min(int(top * fy), image.shape[0] - 1), min(int(left * fx), image.shape[1] - 1)
-    y1 = max(y0 + 1, min(image.shape[0], round((top + crop_height) * fy)))
-    x1 = max(x0 + 1, min(image.shape[1], round((left + crop_width) * fx)))
-    _resize_into(image[y0:y1, x0:x1], out)
-    return out
+        part = (window or _whole)(height, width)
+    return image, tuple(int(v) for v in part), (height, width)
 
 
 def decode_resized_block_into(

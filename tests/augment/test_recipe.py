@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from fast_tfds.augment import Augment, kernels, policies, recipe, windows
+from fast_tfds.augment import Augment, counters, draws, kernels, policies, recipe, windows
 from fast_tfds.samples import photos
 
 
@@ -69,3 +69,8 @@ def test_bad_rotate():
         recipe.Recipe(rotate=-1)
     with pytest.raises(ValueError, match="erase=2"):
         recipe.Recipe(erase=2)
+
+
+def test_the_stronger_draws_start_after_the_windows_own_columns():
+    assert draws.ROTATE == draws.WINDOW_DRAWS == windows.DRAWS
+    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), counters.uniforms(1, 2, [3, 4], 27))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import simplejpeg
 
-from fast_tfds.augment import Augment, step
+from fast_tfds.augment import Augment, erasing, recipe, step
 from fast_tfds.cache.pictures import PictureCache
 from tests.augment.test_kernels import coordinates, smooth_photo
 
@@ -143,3 +143,64 @@ def test_decoding_without_a_cache_gives_the_stored_pixels_and_names_a_bad_exampl
         step.decode_into(
             [jpegs[0], b"not a jpeg"], references[:2], Augment(), 1, 2, indices[:2], out[:2]
         )
+
+
+STRONG = Augment(rotate=15, erase=0.5)
+
+
+def test_a_strong_recipe_serves_and_decodes_the_same_draws():
+    # Rotation and erasing, from the store and from the JPEG: the same angles and boxes
+    # (erased pixels equal to the bit: the same box, seeded alike), the rest within the
+    # classic recipe's bound (mean absolute difference <= 3.5 levels per picture,
+    # <= 1.5 on average).
+    rng = np.random.default_rng(8)
+    shapes = [(300, 400), (450, 330), (360, 360), (520, 600)]
+    jpegs = [
+        simplejpeg.encode_jpeg(np.ascontiguousarray(smooth_photo(rng, h, w)), quality=95)
+        for h, w in shapes
+    ]
+    cache = filled_cache(jpegs)
+    references = np.array([[0, 0, h, w] for h, w in shapes])
+    slots, indices = np.arange(4), np.arange(4) + 20
+    differences, erased = [], 0
+    for epoch in range(4):
+        served = step.serve_into(
+            cache, slots, STRONG, 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
+        )
+        decoded = step.decode_into(
+            jpegs, references, STRONG, 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
+        )
+        boxes = erasing.sample(0.5, 3, epoch, indices, (224, 224))
+        keep = np.ones((4, 224, 224), bool)
+        for i in range(4):
+            top, left, h, w = (
+                int(v[i]) for v in (boxes.top, boxes.left, boxes.height, boxes.width)
+            )
+            box = (slice(top, top + h), slice(left, left + w))
+            assert np.array_equal(served[i][box], decoded[i][box])
+            keep[i][box] = False
+            erased += h > 0
+        for i in range(4):
+            differences.append(np.abs(served[i].astype(int) - decoded[i])[keep[i]].mean())
+    assert erased >= 4  # some boxes were drawn
+    assert max(differences) <= 3.5 and np.mean(differences) <= 1.5, differences
+
+
+def test_a_served_and_a_decoded_rotation_read_back_the_drawn_angle():
+    # Coordinate pictures (R = x, G = y): a row of the output follows the rotated x axis.
+    picture = np.ascontiguousarray(coordinates(200, 200))
+    jpeg = simplejpeg.encode_jpeg(picture, quality=100, colorsubsampling="444")
+    cache = PictureCache([200] * 6, [200] * 6, (100, 100), shorter_side=None)
+    for i in range(6):
+        cache.fill(i, jpeg)
+    augment = Augment(crop=None, flip=False, rotate=40)
+    indices = np.arange(6)
+    out = np.zeros((6, 100, 100, 3), np.uint8)
+    served = step.serve_into(cache, indices, augment, 0, 0, indices, out.copy())
+    decoded = step.decode_into([jpeg] * 6, [[0, 0, 200, 200]] * 6, augment, 0, 0, indices, out)
+    for batch in (served, decoded):
+        for i, angle in enumerate(recipe.angles(40.0, 0, 0, indices)):
+            assert abs(angle) <= 40
+            row = batch[i, 50, 35:65].astype(float)
+            slope = np.polyfit(row[:, 0], row[:, 1], 1)[0]
+            assert np.degrees(np.arctan(slope)) == pytest.approx(angle, abs=1.0)

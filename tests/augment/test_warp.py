@@ -141,3 +141,33 @@ def test_crop_flip_rotate_in_one_warp_matches_pils_three_steps(cached):
         ours_filled, their_filled = (out[i] == fill).all(-1), (theirs == fill).all(-1)
         assert their_filled.mean() > 0.02
         assert (ours_filled != their_filled).mean() <= 0.001
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("translate_x", -12.0)],
+        [("translate_y", 30.0), ("brightness", 1.3), ("translate_x", 7.0)],
+        [("translate_x", 300.0)],  # past the frame: all fill
+    ],
+)
+def test_whole_pixel_translations_are_shifted_crops_with_the_warps_fill(cached, steps):
+    # Cut, resized and shifted instead of warped: the fill is the warp's, pixel for
+    # pixel, and the rest within the warp's bound of today's crop (1 level inside, 2
+    # after brightness 1.3; more along the edges, where the warp reads the picture
+    # beyond the window).
+    pics = cached[:8]
+    drawn = windows.sample(Augment(), 1, 0, np.arange(8), *_sizes(pics))
+    plan = warp.plan(pics, drawn, [steps] * 8, (96, 96), fill=(124, 116, 104))
+    assert plan.shifted.all()
+    shifted = warp.apply_into(pics, plan, np.zeros((8, 96, 96, 3), np.uint8))
+    plan.shifted[:] = False
+    warped = warp.apply_into(pics, plan, np.zeros((8, 96, 96, 3), np.uint8))
+    fill = (shifted == (124, 116, 104)).all(-1)
+    assert np.array_equal(fill, (warped == (124, 116, 104)).all(-1))
+    inside = cv2.erode((~fill).astype(np.uint8).transpose(1, 2, 0), np.ones((5, 5))) > 0
+    inside = inside.reshape(96, 96, -1).transpose(2, 0, 1)
+    difference = np.abs(shifted.astype(int) - warped)[inside]
+    assert difference.size == 0 or (difference.max() <= 2 and difference.mean() <= 0.25)
+    shift = warp._whole_shift(affine.chain([np.eye(3)]))
+    assert shift == (0, 0)

@@ -19,10 +19,11 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
-from fast_tfds.augment import kernels, windows
+from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
+from tests.augment import test_spec
 
 
 def stored_jpegs(name: str, data_dir):
@@ -149,6 +150,58 @@ def test_each_shard_draws_the_windows_of_its_own_examples(
             assert all(i % 2 == shard_index for i in indices)
             assert labels.tolist() == want_labels
             np.testing.assert_array_equal(images, want)
+
+
+# Rotation, TrivialAugmentWide and random erasing: the warp kernel (`recipe`).
+STRONG = Augment(rotate=15, auto_augment="trivial_augment_wide", erase=0.25)
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_strong_recipes_every_example_once_per_epoch_with_its_own_draws(
+    cats_array_record_dir, cats_split, cache
+):
+    # 224 stored and read at 224: both paths run the warp kernel on the stored pixels
+    # (the cache holds them, the decoder decodes them whole) with each example's draws.
+    pixels, labels = cats_split
+    loader = cats_loader(cats_array_record_dir, augment=STRONG, cache=cache)
+    epochs = []
+    for epoch in range(2):
+        order = grain_order(len(labels), loader.seed, epoch)
+        got = list(loader)
+        assert len(got) == len(loader)
+        for k, (images, batch_labels) in enumerate(got):
+            indices = order[k * BATCH : (k + 1) * BATCH]
+            assert batch_labels.tolist() == [labels[i] for i in indices]
+            want = recipe.apply_into(
+                [pixels[i] for i in indices],
+                recipe.of(STRONG),
+                loader.seed,
+                epoch,
+                indices,
+                np.zeros((len(indices), 224, 224, 3), np.uint8),
+            )
+            np.testing.assert_array_equal(images, want)
+        assert sorted(order) == list(range(len(labels)))  # every example once
+        epochs.append(np.concatenate([images for images, _ in got]))
+    other = cats_loader(cats_array_record_dir, augment=STRONG, cache=cache, seed=4)
+    assert epochs[0].shape == epochs[1].shape
+    for different in (epochs[1], np.concatenate([images for images, _ in other])):
+        assert sum(np.array_equal(a, b) for a, b in zip(epochs[0], different, strict=True)) <= 1
+
+
+def test_a_state_saved_before_the_stronger_fields_still_resumes(cats_array_record_dir):
+    # The recipe's key in a saved state is its repr, which the stronger fields leave as
+    # it was where they are off (tests/augment/test_spec.py holds the earlier reprs).
+    iterator = iter(cats_loader(cats_array_record_dir, augment=Augment()))
+    next(iterator)
+    state = json.loads(json.dumps(iterator.get_state()))
+    assert state["augment"] == test_spec.BEFORE["train"]
+    restored = iter(cats_loader(cats_array_record_dir, augment=Augment()))
+    restored.set_state(state)
+    np.testing.assert_array_equal(next(restored)[0], next(iterator)[0])
+    rotated = iter(cats_loader(cats_array_record_dir, augment=Augment(rotate=15)))
+    with pytest.raises(ValueError, match="different loader.*augment.*rotate=15.0"):
+        rotated.set_state(state)
 
 
 def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):

@@ -24,7 +24,7 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment, ProgressiveResize
-from fast_tfds.augment import kernels, windows
+from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.cache import disk_rows
 from fast_tfds.cache import pictures as ragged
 from fast_tfds.core import jpeg_blocks
@@ -112,6 +112,16 @@ def expected_image(augment, seed, epoch, index, pixels, size=(224, 224), cache=T
     return out[0]
 
 
+# Rotation, TrivialAugmentWide and random erasing: the warp kernel (`recipe`).
+STRONG = Augment(rotate=15, auto_augment="trivial_augment_wide", erase=0.25)
+
+
+def expected_strong(augment, seed, epoch, index, pixels, size=(224, 224)):
+    """Example `index` of `epoch` cut out of its full picture by the warp kernel."""
+    out = np.zeros((1, *size, 3), np.uint8)
+    return recipe.apply_into([pixels], recipe.of(augment), seed, epoch, [index], out)[0]
+
+
 CACHES = {"no cache": {"cache": False}, "memory": {"cache": True}, "disk": "disk"}
 
 
@@ -191,6 +201,28 @@ def test_the_plans_chosen(cats_data_dir):
     for cache, plan in ((True, plans.Plan.AUGMENTED_CACHE), (False, plans.Plan.AUGMENTED_STREAM)):
         options = read_options(augment=Augment(), cache=cache)
         assert plans.choose_plan(Reading.start(builder, "train", options)) is plan
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_strong_recipes_every_example_once_per_epoch_with_its_own_draws(
+    cats_data_dir, cats_split, cache
+):
+    # 224 stored and read at 224: the cache holds the stored pixels and the decoder
+    # decodes them whole (no DCT scale covers a crop at 224), so both paths run the
+    # warp kernel on TensorFlow's pixels with each example's own draws: equal pixels,
+    # whatever the dataset's order (and so the same for the same seed in any run).
+    ds = read(cats_data_dir, augment=STRONG, cache=cache)
+    want = sorted((name, label) for name, label, _ in cats_split)
+    epochs = [one_epoch(ds) for _ in range(2)]
+    for epoch, got in enumerate(epochs):
+        assert sorted((name, label) for name, (label, _) in got.items()) == want
+        for index, (name, _, pixels) in enumerate(cats_split):
+            image = expected_strong(STRONG, SEED, epoch, index, pixels)
+            np.testing.assert_array_equal(got[name][1], image, err_msg=f"{epoch} {name}")
+    other = one_epoch(read(cats_data_dir, augment=STRONG, cache=cache, seed=SEED + 1))
+    first = epochs[0]
+    for different in (epochs[1], other):
+        assert sum(np.array_equal(first[n][1], different[n][1]) for n in first) <= 1
 
 
 def read_options(**changes):
@@ -341,14 +373,17 @@ def test_center_crop_matches_resize_then_central_crop(cats_data_dir):
 
 
 @pytest.mark.parametrize(
-    "config, image_size, cache",
+    "config, image_size, cache, augment",
     [
-        ("224", 224, False),
-        ("224", 224, True),
-        ("original", 96, False),
-        ("original", 96, True),
-        ("original", PROGRESSIVE, False),
-        ("original", PROGRESSIVE, True),
+        ("224", 224, False, JITTER),
+        ("224", 224, True, JITTER),
+        ("original", 96, False, JITTER),
+        ("original", 96, True, JITTER),
+        ("original", PROGRESSIVE, False, JITTER),
+        ("original", PROGRESSIVE, True, JITTER),
+        ("original", 96, False, STRONG),
+        ("original", 96, True, STRONG),
+        ("original", 64, True, Augment(auto_augment="rand-m9-mstd0.5-inc1", rotate=10)),
     ],
 )
 def test_the_same_pixels_as_the_grain_loader(
@@ -357,6 +392,7 @@ def test_the_same_pixels_as_the_grain_loader(
     config,
     image_size,
     cache,
+    augment,
 ):
     pytest.importorskip("grain")
     source = tfds.data_source(
@@ -370,7 +406,7 @@ def test_the_same_pixels_as_the_grain_loader(
     assert names == [
         ex["image/filename"].decode() for ex in split_examples(cats_data_dir, config=config)
     ]
-    options = {"augment": JITTER, "seed": 11, "image_size": image_size, "cache": cache}
+    options = {"augment": augment, "seed": 11, "image_size": image_size, "cache": cache}
     loader = cats_vs_dogs_fast.as_fast_loader(
         "train",
         data_dir=cats_array_record_dir,
@@ -548,6 +584,9 @@ def test_progressive_resizing_gives_each_epoch_its_size(cats_data_dir, cats_spli
 def test_a_bad_spec_is_one_line(cats_data_dir):
     with pytest.raises(ValueError, match=r"^scale=\(0, 1\): must be a pair") as err:
         read(cats_data_dir, augment=Augment(scale=(0, 1)))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"^magnitude=9: must be left out: only") as err:
+        read(cats_data_dir, augment=Augment(auto_augment="trivial_augment_wide", magnitude=9))
     assert "\n" not in str(err.value)
 
 

@@ -113,14 +113,14 @@ class RandAugment:
                     fields["prob"] = float(value)
                 else:
                     raise ValueError(
-                        f"auto_augment={config!r}: unknown section {section!r} (timm's "
-                        "RandAugment reads m, n, mstd, mmax, inc and p)"
+                        f"auto_augment={config!r}: unknown section {section!r}: sections must "
+                        "be m, n, mstd, mmax, inc or p (timm's RandAugment's)"
                     )
             except ValueError as error:
                 if "unknown section" in str(error):
                     raise
                 raise ValueError(
-                    f"auto_augment={config!r}: section {section!r} needs a number"
+                    f"auto_augment={config!r}: section {section!r} must be a number"
                 ) from None
         return cls(**fields)
 
