@@ -5,7 +5,7 @@ reading, so the cache is laid out up front (`[N, 224, 224, 3]` uint8 for the ima
 instead of growing one allocation per image as `Dataset.cache()` does. Epoch 1
 writes each batch at its own rows; once every row is written, later epochs only
 read. This module is the memory and its state, in numpy, without TensorFlow;
-`arena_dataset` wires it into tf.data.
+`fast_tfds.read.cached` wires it into tf.data.
 
 Where the memory comes from is one function (`Allocate`): anonymous memory by
 default, so that rows on disk (a memory-mapped file of the same layout) can take

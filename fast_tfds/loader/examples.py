@@ -94,3 +94,10 @@ def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
         kind = feature[key].WhichOneof("kind")  # None: an empty list of any kind.
         values[key] = np.asarray(getattr(feature[key], kind).value if kind else [])
     return values
+
+
+def reference_box(jpeg: bytes, window) -> tuple[int, int, int, int]:
+    """(top, left, height, width) of the picture windows are drawn in: the hook's
+    window of the stored image, or all of it."""
+    height, width = stored_size(jpeg)
+    return window(height, width) if window is not None else (0, 0, height, width)

@@ -15,7 +15,7 @@ number of threads or workers.
 With `augment=` or `cache=True`, records are tagged with their epoch and example
 index before the shard is taken and shuffled, and whole batches are made by
 `augmented.AugmentedBatches` (Grain's `batch_fn`): windows drawn from
-(seed, epoch, example), pictures decoded or cut from the cache.
+(seed, epoch, example), pictures decoded or cut from the picture store (`cached`).
 
 The epoch an `iter()` starts at is the loader's `pass_clock`'s (`fast_tfds.core.passes`):
 the number of passes completed, a pass being complete when its last batch has been
@@ -41,13 +41,10 @@ import numpy as np
 
 from fast_tfds.augment import mixing
 from fast_tfds.augment.progressive import ProgressiveResize
-from fast_tfds.cache import disk_rows, placement
-from fast_tfds.cache import persisted as stored_pictures
-from fast_tfds.cache import pictures as store
 from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.core.passes import PassClock
-from fast_tfds.loader import augmented, padding
+from fast_tfds.loader import augmented, cached, padding
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
@@ -115,7 +112,7 @@ class FastLoader(grain.IterDataset):
             random.SystemRandom().randrange(SEED_LIMIT) if options.seed is None else options.seed
         )
         self.num_threads = options.num_threads or platform.available_cpus()
-        self.cache = self._make_cache()
+        self.cache = cached.make_cache(source, decode, options, persist_identity)
         # Multi-host evaluation: every host the same number of full batches.
         self.padded = (
             padding.padded_share(
@@ -161,7 +158,7 @@ class FastLoader(grain.IterDataset):
             )
             ds = grain.MapDataset.source(share)
         else:
-            ds = grain.MapDataset.source(augmented.IndexedRecords(self.source.records, self.cache))
+            ds = grain.MapDataset.source(cached.IndexedRecords(self.source.records, self.cache))
         if self.batches is not None:
             # Each element tagged with its epoch and example index (see `augmented`);
             # the padded share is one host's epoch already.
@@ -181,71 +178,6 @@ class FastLoader(grain.IterDataset):
             )
         ds = ds.map(self.decode)
         return ds.batch(options.batch_size, drop_remainder=options.drop_remainder)
-
-    def _make_cache(self) -> augmented.LoaderCache | None:
-        options = self.options
-        if not options.cache:
-            return None
-        size = self.decode.image_size
-        crops = options.augment is not None and options.augment.crop is not None
-        shorter_side = (
-            (options.cache_shorter_side or store.default_shorter_side(size)) if crops else None
-        )
-        shard = range(options.shard_index, len(self.source), options.shard_count)
-
-        def sizes():
-            stored = self.source.stored_size
-            if not crops:  # The cache holds the output itself; windows are whole pictures.
-                return np.full(len(shard), size[0]), np.full(len(shard), size[1])
-            if stored is not None and self.decode.parts is None:
-                return np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
-            # Sizes vary (or a hook's window cuts each): read each JPEG's header.
-            return augmented.reference_sizes(self.source.records, shard, self.decode)
-
-        what = f"{self.source.dataset} {self.source.split} (loader cache)"
-        folder = options.cache_dir or disk_rows.default_folder()
-        if options.persist:
-            origin = stored_pictures.Origin(
-                dataset=self.source.dataset,
-                split=self.source.split,
-                shard_files=self.source.shard_files,
-                hook=self.persist_identity,
-            )
-            common = {
-                "origin": origin,
-                "slot_examples": np.arange(shard.start, shard.stop, shard.step),
-                "output_size": size,
-                "shorter_side": shorter_side,
-                "features": {"label": ((), np.int64)},
-                "folder": folder,
-            }
-            if options.num_workers:  # Workers map a complete file; nothing fills it.
-                return augmented.served(
-                    {
-                        **common,
-                        "what": what,
-                        "shard_index": options.shard_index,
-                        "shard_count": options.shard_count,
-                    }
-                )
-            stored = stored_pictures.open_pictures(**common, sizes=sizes, budget=None, what=what)
-            if stored is not None:
-                return augmented.LoaderCache(
-                    stored.pictures,
-                    options.shard_index,
-                    options.shard_count,
-                    labels=stored.features,
-                    filling=stored.filling,
-                )
-        heights, widths = sizes()
-        need = store.cache_bytes(heights, widths, size, shorter_side)
-        # In memory within the budget, else rows on disk in `folder`, as tf.data's cache.
-        allocate = placement.allocator(need, what=what, cache_dir=folder)
-        pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
-        filling = allocate if hasattr(allocate, "filled") else None
-        return augmented.LoaderCache(
-            pictures, options.shard_index, options.shard_count, filling=filling
-        )
 
     @property
     def cache_bytes(self) -> int:

@@ -31,9 +31,10 @@ its index in the split.
 builds one epoch's pipeline, `epochs` numbers the passes (`fast_tfds.core.passes`),
 repeats, pads input pipelines to one length and declares it. `records` reads the
 shards, `parsing` parses records, `decoding` decodes pictures, `output` converts each
-batch; `augment_dataset` wires augmentation (`fast_tfds.augment`) into tf.data,
-`arena_dataset` the arena (`fast_tfds.cache`, which also holds the file cache and where
-the rows live), and `service` hands decoding to a tf.data service cluster. The names
+batch; `augment_dataset` streams augmented blocks (`fast_tfds.augment.step`), `cached`
+wires every cache of `fast_tfds.cache` into tf.data (the arena, the picture store with
+`augment=`, their placement and persistence), and `service` hands decoding to a tf.data
+service cluster. The names
 below load on first use, so that a command line importing `read.service` for its address
 parsing does not load TensorFlow.
 """

@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from fast_tfds.cache import tf_file_cache
-from fast_tfds.read import arena_dataset, augment_dataset
+from fast_tfds.read import augment_dataset, cached
 from fast_tfds.read.decoding import decode_jpeg_blocks
 from fast_tfds.read.options import CacheKind
 from fast_tfds.read.output import INDEX_KEY
@@ -59,16 +59,16 @@ def choose_plan(reading: Reading) -> Plan:
     if reading.parse_batch is not None:  # JPEGs decoded in blocks to the output size.
         if kind is CacheKind.OFF:
             return Plan.BLOCK_STREAM
-        if arena_dataset.supports(reading.block_spec):
+        if cached.supports(reading.block_spec):
             return Plan.ARENA
     # Strings (filenames) and features that vary in size cannot live in an arena.
-    if kind is CacheKind.MEMORY and arena_dataset.supports(reading.examples().element_spec[1]):
+    if kind is CacheKind.MEMORY and cached.supports(reading.examples().element_spec[1]):
         return Plan.ARENA_OF_EXAMPLES
     return Plan.PER_EXAMPLE
 
 
-def _arena_epochs(reading: Reading) -> arena_dataset.ArenaEpochs:
-    return arena_dataset.ArenaEpochs(
+def _arena_epochs(reading: Reading) -> cached.ArenaEpochs:
+    return cached.ArenaEpochs(
         reading.num_examples,
         reading.batching,
         reading.order,
@@ -90,8 +90,8 @@ def _arena(reading: Reading) -> MakeEpoch:
     """Plan.ARENA: records shuffled ─ batched ─ parsed and decoded into the arena's rows
     (epoch 1); later epochs gather from the arena."""
     epochs = _arena_epochs(reading)
-    allocate, filled_rows = reading.arena_rows(reading.block_spec)
-    make_epoch, _ = arena_dataset.arena_batches(
+    allocate, filled_rows = cached.arena_rows(reading, reading.block_spec)
+    make_epoch, _ = cached.arena_batches(
         lambda epoch: reading.shuffled(reading.records(epoch), epoch).batch(epochs.block),
         epochs,
         specs=reading.block_spec,
@@ -137,9 +137,9 @@ def _arena_of_examples(reading: Reading) -> MakeEpoch:
     arena (epoch 1); later epochs gather from the arena."""
     epochs = _arena_epochs(reading)
     specs = reading.examples().element_spec[1]
-    allocate, filled_rows = reading.arena_rows(specs)
+    allocate, filled_rows = cached.arena_rows(reading, specs)
     index_blocks = None if reading.service_address else _index_blocks(reading, epochs.block)
-    make_epoch, _ = arena_dataset.arena_batches(
+    make_epoch, _ = cached.arena_batches(
         lambda epoch: reading.shuffled(reading.examples(epoch), epoch).batch(
             epochs.block, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
         ),
@@ -207,7 +207,7 @@ def _augmented_cache(reading: Reading) -> MakeEpoch:
     """Plan.AUGMENTED_CACHE: records shuffled ─ blocks parsed ─ pictures decoded into the
     cache and the block's crops served from it (epoch 1); later epochs: a permutation
     of the split ─ each batch's crops served from the cache ─ output."""
-    return augment_dataset.cached_batches(reading)
+    return cached.cached_batches(reading)
 
 
 def _augmented_stream(reading: Reading) -> MakeEpoch:

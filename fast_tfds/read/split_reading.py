@@ -20,9 +20,8 @@ from fast_tfds.augment import progressive
 from fast_tfds.augment.mixing import Mix
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import placement
 from fast_tfds.core.options import SEED_LIMIT
-from fast_tfds.read import arena_dataset, mixed, persisted, records, service
+from fast_tfds.read import mixed, records, service
 from fast_tfds.read.decoding import BlockImages, block_images, make_decoder
 from fast_tfds.read.options import Batching, CacheChoice, CacheKind, Order, ReadOptions
 from fast_tfds.read.output import make_output_fn
@@ -209,26 +208,9 @@ class Reading:
     @property
     def block_spec(self) -> dict[str, tf.TensorSpec]:
         """One example of a parsed block, its JPEGs decoded."""
-        return arena_dataset.arena_specs(self.serialized, self.parse_batch, self.encoded)
-
-    def arena_allocator(self, specs: dict[str, tf.TensorSpec]):
-        """Where the arena of examples of `specs` gets its rows: memory, or disk when
-        they do not fit the budget (one log line says so; no room at all: an error)."""
-        need = self.num_examples * arena_dataset.row_bytes(specs)
-        return placement.allocator(
-            need,
-            what=f"{self.builder.info.full_name} {self.split}",
-            cache_budget=self.cache.budget,
-            cache_dir=self.cache.folder,
-        )
-
-    def arena_rows(self, specs: dict[str, tf.TensorSpec]):
-        """(allocate, filled_rows) of the arena of examples of `specs`: with `persist`,
-        a persistent file's rows to serve or a new file to fill (`persisted`), else
-        `arena_allocator`'s memory or disk rows (filled_rows None)."""
-        if self.cache.persist:
-            return persisted.arena_rows(self, specs)
-        return self.arena_allocator(specs), None
+        parse_batch = self.parse_batch
+        parsed = self.serialized.element_spec if parse_batch is None else parse_batch.example_spec
+        return {**parsed, **{k: images.spec for k, images in (self.encoded or {}).items()}}
 
     @functools.cached_property
     def decode_example(self) -> Callable:

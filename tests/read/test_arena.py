@@ -13,7 +13,7 @@ import tensorflow as tf
 from PIL import Image
 
 from fast_tfds.cache import arena
-from fast_tfds.read import arena_dataset
+from fast_tfds.read import cached
 from fast_tfds.read.decoding import BlockImages
 from tests.pairs import Output
 from tests.read.reading import arena_rows, digest, epoch, read
@@ -58,10 +58,10 @@ def test_the_arena_holds_the_split_once_filled(cats_data_dir, cats_builder, stor
 
 
 def test_only_flat_fixed_size_numbers_fit_an_arena():
-    assert arena_dataset.supports({"image": tf.TensorSpec([224, 224, 3], tf.uint8)})
-    assert not arena_dataset.supports({"image": tf.TensorSpec([None, None, 3], tf.uint8)})
-    assert not arena_dataset.supports({"image/filename": tf.TensorSpec([], tf.string)})
-    assert not arena_dataset.supports((tf.TensorSpec([2], tf.uint8),))
+    assert cached.supports({"image": tf.TensorSpec([224, 224, 3], tf.uint8)})
+    assert not cached.supports({"image": tf.TensorSpec([None, None, 3], tf.uint8)})
+    assert not cached.supports({"image/filename": tf.TensorSpec([], tf.string)})
+    assert not cached.supports((tf.TensorSpec([2], tf.uint8),))
 
 
 def test_an_epoch_stopped_early_is_decoded_again(cats_data_dir, stored):

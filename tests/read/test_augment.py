@@ -28,7 +28,7 @@ from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.cache import disk_rows
 from fast_tfds.cache import pictures as ragged
 from fast_tfds.core import jpeg_blocks
-from fast_tfds.read import augment_dataset, plans
+from fast_tfds.read import cached, plans
 from fast_tfds.read.split_reading import Reading
 from stanford_dogs_tfrecord import crops
 from tests.loader import conftest as loader_fixtures
@@ -315,7 +315,7 @@ def test_the_cache_keeps_pictures_at_the_cache_resolution(cats_data_dir):
         "train",
         read_options(augment=Augment(), image_size=64, cache_shorter_side=50),
     )
-    cache = augment_dataset.make_cache(reading)
+    cache = cached.make_cache(reading)
     examples = split_examples(cats_data_dir, config="original")
     sizes = [tf.io.decode_jpeg(ex["image"]).shape[:2] for ex in examples]
     np.testing.assert_array_equal(cache.pictures.reference_heights, [h for h, _ in sizes])
