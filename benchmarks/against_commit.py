@@ -25,7 +25,10 @@ resized crop + flip, as benchmarks.persist and benchmarks.recipes do):
 - persist fill / served: as_fast_dataset(cache=True, persist=True), config 224, a fresh
   cache folder per round and tree: epoch 1 of a first process (fills the file; the
   process then waits until the file is in place, untimed), and epoch 1 of a second
-  process, served from that file.
+  process, served from that file;
+- tf.data plain / augmented stream: as_fast_dataset(cache=False), epochs 1-2.
+
+`--only tf_plain,loader_aug` runs some of the measurements (names as in MEASUREMENTS).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ _CHILD = textwrap.dedent(
         print(json.dumps({"version": str(cats_vs_dogs_fast.Builder.VERSION), "built": built}))
         sys.exit()
     options = dict(data_dir=spec["data_dir"], config=spec["config"], download_and_prepare=False,
-                   image_size=224, batch_size=spec["batch"], seed=0, cache=True)
+                   image_size=224, batch_size=spec["batch"], seed=0, cache=spec["cache"])
     if spec["augment"]:
         options["augment"] = fast_tfds.Augment()
     if spec["persist"]:
@@ -106,14 +109,17 @@ MEASUREMENTS = {
     "loader_aug": ({**_AUG, "loader": True}, _rows("loader augmented")),
     "persist_fill": ({**_PLAIN, "persist": True}, {"persist fill": [0]}),
     "persist_read": ({**_PLAIN, "persist": True}, {"persist served": [0]}),
+    "tf_plain_stream": ({**_PLAIN, "cache": False}, {"tf.data plain stream": [0, 1]}),
+    "tf_aug_stream": ({**_AUG, "cache": False}, {"tf.data augmented stream": [0, 1]}),
 }
 
 
-def child(tree: Path, spec: dict) -> list[dict]:
+def child(tree: Path, spec_in: dict) -> list[dict]:
     """The JSON lines a measuring process printed, run in and importing from `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["TF_ENABLE_ONEDNN_OPTS"] = "0"
-    spec = {"tree": str(tree), "probe": False, "persist": False, "batch": BATCH, **spec}
+    spec = {"tree": str(tree), "probe": False, "persist": False, "cache": True, "batch": BATCH}
+    spec.update(spec_in)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(spec)],
         cwd=tree,  # `-c` puts the working directory first on sys.path, before PYTHONPATH
@@ -173,14 +179,14 @@ def measure(name: str, tree: Path, data_dir: Path, cache_dir: Path, images: int)
     }
 
 
-def run(trees: dict[str, Path], data_dir: Path, images: int, rounds: int, scratch: Path):
-    """{row: {tree: [images/s per round]}}, measured in interleaved rounds."""
-    rows = [row for _, named in MEASUREMENTS.values() for row in named]
+def run(trees: dict[str, Path], data_dir: Path, images: int, rounds: int, scratch: Path, names):
+    """{row: {tree: [images/s per round]}} of measurements `names`, in interleaved rounds."""
+    rows = [row for name in names for row in MEASUREMENTS[name][1]]
     rates = {row: {tree: [] for tree in trees} for row in rows}
     for round_ in range(rounds):
         start = time.perf_counter()
         order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
-        for name in MEASUREMENTS:
+        for name in names:
             for tree in order:
                 cache_dir = scratch / f"round{round_}-{tree}"  # persist_read reads the fill's
                 got = measure(name, trees[tree], data_dir, cache_dir, images)
@@ -221,7 +227,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.agains
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     p.add_argument("--workdir", default="fast_tfds_bench", help="where the sample is built")
     p.add_argument("--save", action="store_true", help="also write benchmarks/results/...txt")
+    p.add_argument("--only", help="comma-separated measurement names (default: all)")
     args = p.parse_args(argv)
+    names = list(MEASUREMENTS) if not args.only else args.only.split(",")
+    unknown = [name for name in names if name not in MEASUREMENTS]
+    if unknown:
+        p.error(f"--only: unknown {unknown}; one of {', '.join(MEASUREMENTS)}")
+    names = [name for name in MEASUREMENTS if name in names]  # the fill before its read
+    if "persist_read" in names and "persist_fill" not in names:
+        p.error("--only: persist_read serves the file persist_fill writes; name both")
     if args.rounds < 1 or args.images_per_class < 1:
         p.error("--rounds and --images-per-class must be at least 1")
     sha = git("rev-parse", "--verify", f"{args.baseline}^{{commit}}")[:7]
@@ -236,7 +250,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.agains
         trees = {"baseline": base_tree, "current": REPO_ROOT}
         version = check_trees(trees, data_dir)
         print(f"{images} images, {args.rounds} rounds; baseline {sha}, current {current}")
-        rates = run(trees, data_dir, images, args.rounds, scratch)
+        rates = run(trees, data_dir, images, args.rounds, scratch, names)
     finally:
         git("worktree", "remove", "--force", str(base_tree))
         shutil.rmtree(scratch, ignore_errors=True)

@@ -113,7 +113,7 @@ def decode_into(
         try:
             jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
         except (OSError, ValueError) as err:
-            raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+            raise decode_error(indices[i], err) from None
         kernels.finish_into(out[i], drawn, i, jitter)
     return out
 
@@ -135,7 +135,7 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
                 data, out.shape[1:3], lambda _h, _w, window=window: window
             )
         except (OSError, ValueError) as err:
-            raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+            raise decode_error(indices[i], err) from None
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
     moved = dataclasses.replace(drawn, top=top, left=left)
@@ -184,4 +184,12 @@ def _is_identity(pictures: PictureCache, augment: Augment | None, out: np.ndarra
         and pictures.uniform
         and tuple(out.shape[1:]) == (*pictures.output_size, 3)
         and out.dtype == np.uint8
+    )
+
+
+def decode_error(index, err: Exception) -> ValueError:
+    """The one line for a picture that does not decode: which example, why, what to do."""
+    return ValueError(
+        f"fast_tfds: example {int(index)} does not decode ({err}). Check the files with "
+        "`fast-tfds verify` and rebuild the dataset."
     )

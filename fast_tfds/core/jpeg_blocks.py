@@ -71,13 +71,15 @@ def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = No
     so it still arrives in its place.
     """
     out_height, out_width = out.shape[:2]
-    if window is None:
-        try:
-            if simplejpeg.decode_jpeg_header(data)[:2] == (out_height, out_width):
-                simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
-                return out
-        except ValueError:  # simplejpeg's error for data it cannot decode: Pillow below.
-            pass
+    try:
+        stored = simplejpeg.decode_jpeg_header(data)[:2]
+        # A window of the whole picture keeps it all, as no window does.
+        whole = window is None or tuple(window(*stored)) == (0, 0, *stored)
+        if whole and stored == (out_height, out_width):
+            simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, buffer=out)
+            return out
+    except ValueError:  # simplejpeg's error for data it cannot decode: Pillow below.
+        pass
     image, (top, left, crop_height, crop_width), (height, width) = decode_covering(
         data, (out_height, out_width), window
     )

@@ -5,7 +5,8 @@ Records come tagged with their example index (`records.read_indexed_records`), a
 each epoch is made from its number (`epochs`: passes counted by the dataset's clock),
 so its order, windows and size are those of (seed, epoch) in any run.
 
-This module holds the stream (cache=False): blocks of records are parsed, and in one
+This module holds the stream (cache=False, plain or augmented): blocks of records are
+parsed, and in one
 `tf.numpy_function` per block each picture's window is drawn from its stored size (or
 its hook window, e.g. Stanford Dogs' box) before it is decoded, so the decoder picks
 its DCT scale for the part kept; then flip and jitter (`step.decode_into`, the step the
@@ -152,7 +153,7 @@ class CroppedDecoder:
     indices[i] of `epoch`, only that part decoded and resized, then flipped and
     jittered: the Grain loader's `AugmentedBatches` without a cache, pixel for pixel."""
 
-    augment: Augment
+    augment: Augment | None  # None: a plain read, each picture whole
     seed: int
     sizes: Callable[[int], tuple[int, int]]  # epoch -> output size
 
@@ -171,7 +172,7 @@ class CroppedDecoder:
             try:
                 refs[i, 2:] = picture_size(data)
             except (OSError, ValueError) as err:
-                raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+                raise step.decode_error(indices[i], err) from None
         step.decode_into(jpegs, refs, self.augment, self.seed, int(epoch), indices, out)
         return out
 

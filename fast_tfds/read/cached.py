@@ -425,7 +425,7 @@ class AugmentCache:
             try:
                 self.pictures.fill(slot, jpegs[i], _fixed_window(boxes[i]))
             except (OSError, ValueError) as err:
-                raise ValueError(f"example {int(indices[i])}: it does not decode ({err})") from None
+                raise step.decode_error(indices[i], err) from None
         self._when_filled()
         return slots
 

@@ -113,20 +113,6 @@ def block_images(
     return BlockImages((*target, 3), resize=tuple(target) != stored[:2])
 
 
-def decode_jpeg_blocks(encoded: dict[str, BlockImages], batch_size: int | None = None):
-    """fn(batch dict) -> the batch with the `encoded` features (JPEG bytes) decoded
-    to uint8, a block per call (see `BlockImages`)."""
-
-    def decode(batch: dict) -> dict:
-        batch = dict(batch)
-        for key, images in encoded.items():
-            decoded = tf.numpy_function(images.decode, [batch[key]], tf.uint8, stateful=False)
-            batch[key] = tf.ensure_shape(decoded, [batch_size, *images.shape])
-        return batch
-
-    return decode
-
-
 def decode_resized(
     image: tf.Tensor, target: tuple[int, int], window: tf.Tensor | None = None
 ) -> tf.Tensor:

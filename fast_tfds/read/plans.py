@@ -16,10 +16,8 @@ from absl import logging
 
 from fast_tfds.cache import tf_file_cache
 from fast_tfds.read import augment_dataset, cached
-from fast_tfds.read.decoding import decode_jpeg_blocks
 from fast_tfds.read.options import CacheKind
 from fast_tfds.read.output import INDEX_KEY
-from fast_tfds.read.parsing import UNBATCHED_BLOCK
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -27,15 +25,19 @@ MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 
 
 class Plan(enum.Enum):
-    """How `read_split` turns a split's records into batches."""
+    """How `read_split` turns a split's records into batches. Three kinds: cached (the
+    arena, the arena of examples, the augmented picture store), streamed from the
+    records (STREAM, plain or augmented), and per example (the fallback)."""
 
     # cache=True, JPEGs to a fixed output size: epoch 1 parses blocks of records and
     # decodes (at a reduced scale and resized, where the size differs) straight into
     # the arena's rows; later epochs gather from the arena.
     ARENA = "arena"
-    # cache=False, JPEGs to a fixed output size: each batch of records is parsed and
-    # its JPEGs decoded as one block.
-    BLOCK_STREAM = "block stream"
+    # cache=False, JPEGs to a fixed output size, with or without augment=: each block of
+    # records parsed, each picture's window (the whole picture for a plain read) chosen
+    # before it is decoded, only what it needs decoded; then flip and jitter (the
+    # serving step's `decode_into`, which the loader calls too).
+    STREAM = "stream"
     # cache=True, fixed-size examples decoded one at a time (transformed, e.g. cropped,
     # or decoded by a tf.data service): epoch 1 copies its batches into the arena.
     ARENA_OF_EXAMPLES = "arena of examples"
@@ -46,19 +48,16 @@ class Plan(enum.Enum):
     # the cache resolution (aspect kept) and serves its crops from it; later epochs
     # cut every batch's crops out of the cache, in a new order, without decoding.
     AUGMENTED_CACHE = "augmented cache"
-    # augment=, cache=False: each block of records parsed, each crop chosen before its
-    # picture is decoded, only what it needs decoded; then flip and jitter.
-    AUGMENTED_STREAM = "augmented stream"
 
 
 def choose_plan(reading: Reading) -> Plan:
     """The fastest plan that can produce what the options ask for."""
     kind = reading.cache.kind
     if reading.augment is not None:  # ReadOptions allows cache=True or False only.
-        return Plan.AUGMENTED_CACHE if kind is CacheKind.MEMORY else Plan.AUGMENTED_STREAM
+        return Plan.AUGMENTED_CACHE if kind is CacheKind.MEMORY else Plan.STREAM
     if reading.parse_batch is not None:  # JPEGs decoded in blocks to the output size.
         if kind is CacheKind.OFF:
-            return Plan.BLOCK_STREAM
+            return Plan.STREAM
         if cached.supports(reading.block_spec):
             return Plan.ARENA
     # Strings (filenames) and features that vary in size cannot live in an arena.
@@ -102,34 +101,6 @@ def _arena(reading: Reading) -> MakeEpoch:
         filled_rows=filled_rows,
     )
     return make_epoch
-
-
-def _block_stream(reading: Reading) -> MakeEpoch:
-    """Plan.BLOCK_STREAM: records shuffled (still serialized: a smaller buffer entry than
-    a parsed example) ─ batched ─ parsed and decoded as one block ─ output."""
-    batching = reading.batching
-    deterministic = reading.order.deterministic
-    batch_size = batching.batch_size or UNBATCHED_BLOCK
-    drop = batching.drop_remainder and batching.batch_size is not None
-    decode_blocks = decode_jpeg_blocks(reading.encoded, batch_size if drop else None)
-    parse_batch = reading.parse_batch
-    with_index = reading.with_index
-
-    def decode(*block):  # ([indices,] serialized): the index only where it is output
-        batch = decode_blocks(parse_batch(block[-1]))
-        return {**batch, INDEX_KEY: block[0]} if with_index else batch
-
-    def one_epoch(epoch, first):
-        ds = reading.shuffled(reading.records(epoch, with_indices=with_index), epoch)
-        ds = ds.batch(batch_size, drop_remainder=drop)
-        if batching.batch_size is not None:
-            ds = ds.skip(first)  # Before decoding: a resumed epoch decodes only its own.
-        ds = ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-        if batching.batch_size is None:
-            ds = ds.unbatch().skip(first)
-        return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-
-    return one_epoch
 
 
 def _arena_of_examples(reading: Reading) -> MakeEpoch:
@@ -210,9 +181,10 @@ def _augmented_cache(reading: Reading) -> MakeEpoch:
     return cached.cached_batches(reading)
 
 
-def _augmented_stream(reading: Reading) -> MakeEpoch:
-    """Plan.AUGMENTED_STREAM: records shuffled ─ blocks parsed ─ windows drawn, only
-    what they need decoded, flipped and jittered ─ output."""
+def _stream(reading: Reading) -> MakeEpoch:
+    """Plan.STREAM: records shuffled (still serialized: a smaller buffer entry than a
+    parsed example) ─ blocks parsed ─ windows drawn, only what they need decoded,
+    flipped and jittered ─ output."""
     return augment_dataset.stream(reading)
 
 
@@ -220,9 +192,8 @@ def _augmented_stream(reading: Reading) -> MakeEpoch:
 # caller (`epochs.repeat_epochs`) numbers the passes.
 PIPELINES: dict[Plan, Callable[[Reading], MakeEpoch]] = {
     Plan.ARENA: _arena,
-    Plan.BLOCK_STREAM: _block_stream,
+    Plan.STREAM: _stream,
     Plan.ARENA_OF_EXAMPLES: _arena_of_examples,
     Plan.PER_EXAMPLE: _per_example,
     Plan.AUGMENTED_CACHE: _augmented_cache,
-    Plan.AUGMENTED_STREAM: _augmented_stream,
 }

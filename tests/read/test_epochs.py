@@ -26,10 +26,10 @@ Plan = plans.Plan
 PLANS = [
     ({}, Plan.ARENA),
     ({"batch_size": None, "dtype": tf.float32}, Plan.ARENA),
-    ({"cache": False}, Plan.BLOCK_STREAM),
+    ({"cache": False}, Plan.STREAM),
     # Another output size: decoded at a reduced scale and resized, in blocks too.
     ({"image_size": 32}, Plan.ARENA),
-    ({"image_size": 32, "cache": False}, Plan.BLOCK_STREAM),
+    ({"image_size": 32, "cache": False}, Plan.STREAM),
     # A transform works on each example: decoded one at a time.
     ({"transform": dict}, Plan.ARENA_OF_EXAMPLES),
     ({"transform": dict, "cache": False}, Plan.PER_EXAMPLE),

@@ -53,7 +53,7 @@ def test_every_size_is_read_in_blocks_with_every_example_once(
 ):
     builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
     reading = Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
-    assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.BLOCK_STREAM)
+    assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.STREAM)
     ds = read(cats_data_dir, config=config, image_size=size, cache=cache)
     for _ in range(2):  # With the cache: the fill, then an epoch served from the arena.
         truth[config].check(epoch(ds), size=size)
