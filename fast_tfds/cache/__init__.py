@@ -8,7 +8,8 @@
   otherwise in `disk_rows`, a memory-mapped file on disk.
 - `persistent` (`persist=True`): an arena in a file (`persistent_format`) that later and
   concurrent processes map and serve from their first epoch; `persistent_listing` finds
-  and removes such files.
+  and removes such files; `remote_files` fingerprints shards in a bucket (gs://) for
+  their keys, from the objects' metadata.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).
