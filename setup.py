@@ -23,6 +23,9 @@ LOADER = [
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
+# persist=True with the shards in a bucket (gs://): the key of the local decoded file holds
+# each shard object's size and generation, listed through gcsfs (fast_tfds/cache/remote_files.py).
+GCS = ["gcsfs>=2026.10.1"]
 # Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model
 # (docs/jax-pytorch.md): the CPU build of jax; a GPU machine installs "jax[cuda12]" itself.
 JAX = ["jax>=0.4.35", "orbax-checkpoint>=0.11.0"]
@@ -32,10 +35,9 @@ TEST = [
     "dill>=0.3.1.1",  # tfds.testing imports it; apache-beam 2.61 caps it below 0.3.2
     "ruff>=0.6",
     "hypothesis>=6.100",  # fuzzing of image normalization
-    # tests/bucket: an emulated GCS bucket, and gs:// through gcsfs where TensorFlow is
-    # not installed (etils' gs:// back end then).
+    # tests/bucket: an emulated GCS bucket (gcsfs, in [gcs], is also gs:// for TFDS where
+    # TensorFlow is not installed: etils' gs:// back end then).
     "gcp-storage-emulator>=2026.7.19",
-    "gcsfs>=2026.10.1",
 ]
 
 setup(
@@ -116,11 +118,12 @@ setup(
     extras_require={
         "demo": DEMO,
         "loader": LOADER,
+        "gcs": GCS,
         "bench": sorted({*BENCH, *LOADER}),
         "jax": sorted({*LOADER, *JAX}),
         # The tests cover the samples, the benchmark, the loader and its JAX recipes too
         # (not torch).
-        "test": sorted({*DEMO, *BENCH, *LOADER, *JAX, *TEST}),
+        "test": sorted({*DEMO, *BENCH, *LOADER, *JAX, *GCS, *TEST}),
     },
     entry_points={
         "console_scripts": ["fast-tfds=fast_tfds.cli:main"],

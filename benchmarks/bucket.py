@@ -17,6 +17,12 @@ GCS client, no cache), timed from the call that opens the dataset to its last ba
 - `as_fast_loader`: the Grain loader over the ArrayRecord files (uint8); with
   `--loader-threads N`, also `as_fast_loader:N`, the loader with num_threads=N.
 
+With `--persist`, also `as_fast_dataset` and `as_fast_loader` with `cache=True,
+persist=True` at each latency: a first process fills the local decoded file from the bucket
+(its epoch 2 is the served rate, from the cache it filled), and the next process's epoch 1
+comes from that file (the ratio to the served rate is printed, with the shard objects'
+bytes it asked the bucket for: none, when the key matched).
+
 Each is also read from the local copy (`local`, no proxy). The ratios printed name their
 reference: the same pipeline's local epoch 1, and the article's epoch 1 from the bucket
 at the same latency. The proxy is Python on the same CPU, so at 0 ms it costs what a
@@ -74,6 +80,69 @@ _CHILD = textwrap.dedent(
 ).replace("BATCH", str(BATCH))
 
 
+# argv: pipeline (as_fast_dataset or as_fast_loader), data_dir, cache_dir, epochs. One JSON
+# line: the seconds the call that opens the dataset took, then examples and seconds per epoch.
+_PERSIST_CHILD = textwrap.dedent(
+    """
+    import json, os, sys, time
+    pipeline, data_dir, cache_dir, epochs = sys.argv[1:5]
+    import tensorflow as tf
+    import cats_vs_dogs_fast
+    start = time.perf_counter()
+    read = getattr(cats_vs_dogs_fast, pipeline)
+    ds = read("train", data_dir=data_dir, batch_size=BATCH, seed=0, download_and_prepare=False,
+              cache=True, persist=True, cache_dir=cache_dir)
+    out = [time.perf_counter() - start]
+    start = time.perf_counter()
+    for _ in range(int(epochs)):
+        n = 0
+        for images, labels in ds:
+            n += int(labels.shape[0])
+        out.append([n, time.perf_counter() - start])
+        start = time.perf_counter()
+    print(json.dumps(out), flush=True)
+    """
+).replace("BATCH", str(BATCH))
+PERSISTED = ("as_fast_dataset", "as_fast_loader")
+SHARD_MARKS = (".tfrecord-", ".array_record-")
+
+
+def persisted_rates(pipeline: str, data_dir: str, cache_dir: Path, bucket) -> dict[str, float]:
+    """{"filling", "served", "next run"}: examples/s of the filling run's epochs 1 and 2
+    and of the next process's epoch 1, each from its first batch asked for; "next open":
+    the seconds the next process's call that opens the dataset took (the bucket's
+    metadata, the listing for the key, mapping the file); "shard reads": the shard
+    objects' bytes the next run asked the bucket for."""
+
+    def run(epochs: int) -> tuple[float, list[float]]:
+        done = subprocess.run(
+            [sys.executable, "-c", _PERSIST_CHILD, pipeline, data_dir, str(cache_dir), str(epochs)],
+            capture_output=True,
+            text=True,
+            env=child_env(bucket.env()),
+            timeout=CHILD_TIMEOUT_S,
+            cwd=REPO_ROOT,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{pipeline} persist from {data_dir} failed: {done.stderr[-3000:]}")
+        opened, *epochs_done = json.loads(done.stdout.strip().splitlines()[-1])
+        return opened, [n / seconds for n, seconds in epochs_done]
+
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    cache_dir.mkdir(parents=True)
+    _, (filling, served) = run(2)
+    bucket.proxy.reset()
+    next_open, (next_run,) = run(1)
+    shard_reads = [r for r in bucket.proxy.media_reads() if any(m in r.object for m in SHARD_MARKS)]
+    return {
+        "filling": filling,
+        "served": served,
+        "next run": next_run,
+        "next open": next_open,
+        "shard reads": float(len(shard_reads)),
+    }
+
+
 def child_env(extra: dict[str, str]) -> dict[str, str]:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return {
@@ -129,7 +198,16 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         type=int,
         help="also the loader with num_threads=N (default: one thread per core)",
     )
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help="also persist=True: the next run's epoch 1 from the local decoded file",
+    )
+    parser.add_argument(
+        "--persist-only", action="store_true", help="--persist, and none of the epoch-1 rows"
+    )
     args = parser.parse_args(argv)
+    args.persist = args.persist or args.persist_only
     pipelines = list(PIPELINES)
     if args.loader_threads:
         pipelines.append(f"as_fast_loader:{args.loader_threads}")
@@ -146,13 +224,14 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     scratch = Path(tempfile.mkdtemp(prefix="bucket-bench-"))
     bucket = Bucket(scratch)
     rates: dict[tuple[str, str], list[float]] = {}
+    persisted: dict[tuple[str, int], list[dict[str, float]]] = {}
     try:
         version = "cats_vs_dogs_fast/224/1.0.0"
         bucket.upload(tfrecords / version, f"tfrecord/{version}")
         bucket.upload(array_records / version, f"array_record/{version}")
         remote = {p: bucket.url("array_record" if "loader" in p else "tfrecord") for p in pipelines}
         for round_ in range(args.rounds):
-            for pipeline in pipelines:
+            for pipeline in () if args.persist_only else pipelines:
                 rate = epoch_one(pipeline, str(local[pipeline]), {})
                 rates.setdefault((pipeline, "local"), []).append(rate)
                 print(f"round {round_ + 1}: {pipeline} local {rate:,.0f}/s", flush=True)
@@ -167,10 +246,34 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
                         f"({requests} requests)",
                         flush=True,
                     )
+            for pipeline in PERSISTED if args.persist else ():
+                for ms in latencies:
+                    bucket.proxy.latency_s = ms / 1000
+                    found = persisted_rates(
+                        pipeline,
+                        remote[pipeline],
+                        scratch / "persist-cache",
+                        bucket,
+                    )
+                    persisted.setdefault((pipeline, ms), []).append(found)
+                    print(
+                        f"round {round_ + 1}: {pipeline} persist=True +{ms} ms/request: "
+                        f"filling {found['filling']:,.0f}/s, served {found['served']:,.0f}/s, "
+                        f"next run {found['next run']:,.0f}/s after {found['next open']:.1f} s "
+                        f"opening ({found['shard reads']:.0f} shard reads)",
+                        flush=True,
+                    )
     finally:
         bucket.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
+    if rates:
+        epoch_one_table(rates, pipelines, latencies, args)
+    if persisted:
+        persisted_table(persisted)
+
+
+def epoch_one_table(rates, pipelines, latencies, args) -> None:
     def median(pipeline, where):
         return statistics.median(rates[(pipeline, where)])
 
@@ -191,6 +294,25 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
                 ratios += f", {rate / article:.2f}x the article's pipeline at +{ms} ms"
             where = f"bucket +{ms} ms/request"
             print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {ratios}")
+
+
+def persisted_table(persisted) -> None:
+    print(
+        "\npersist=True, examples/s from the first batch asked for, median of the rounds: "
+        "the filling run's epoch 1 and 2 (served), the next process's epoch 1 from the "
+        "local file, and the seconds its opening call took:"
+    )
+    for (pipeline, ms), found in persisted.items():
+        fill, served, next_run, opened = (
+            statistics.median(f[k] for f in found)
+            for k in ("filling", "served", "next run", "next open")
+        )
+        reads = max(f["shard reads"] for f in found)
+        print(
+            f"  {pipeline:<19}bucket +{ms} ms/request  filling {fill:,.0f}, served "
+            f"{served:,.0f}, next run {next_run:,.0f}: {next_run / served:.2f}x the served "
+            f"rate; opening {opened:.1f} s ({reads:.0f} shard reads)"
+        )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
   plain or augmented, of both back ends; `persistent` opens, fills and checks such a
   file (`persistent_format`), which later and concurrent processes map and serve from
-  their first epoch; `persistent_listing` finds and removes such files.
+  their first epoch; `persistent_listing` finds and removes such files; `remote_files`
+  fingerprints shards in a bucket (gs://) for their keys, from the objects' metadata.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).

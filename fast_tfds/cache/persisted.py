@@ -15,8 +15,9 @@ The key is the same from the tf.data reader and the Grain loader for the same re
 cache holds unaugmented pictures, so a train and an eval recipe of one cache
 resolution share a file). The two back ends read different shard files (TFRecord and
 ArrayRecord files of one build), so the key fingerprints every shard file of the split
-in the version folder, in every format; a slot holds the same example in both. No
-TensorFlow.
+in the version folder, in every format; a slot holds the same example in both. Shards
+in a bucket (gs://) are fingerprinted by their objects' metadata (`remote_files`), so
+a local file also serves a build read from a bucket. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, persistent, placement
+from fast_tfds.cache import disk_rows, persistent, placement, remote_files
 from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 
@@ -83,26 +84,53 @@ def example_ranges(index) -> list[list[int]]:
     return runs
 
 
-def split_files(shard_files: Sequence[str]) -> list[list] | None:
-    """[[path, size, mtime_ns]] of every file of the split(s) of `shard_files` in their
-    folder, in every format (`<dataset>-<split>.<format>-<shard>`); None when one is not
-    a local file."""
-    found: set[str] = set()
+def split_files(shard_files: Sequence[str], what: str | None = None) -> list[list] | None:
+    """The fingerprint of every file of the split(s) of `shard_files` in their folder, in
+    every format (`<dataset>-<split>.<format>-<shard>`): [[path, size, mtime_ns]] of local
+    files, [[url, size, generation, crc32c]] of objects in a bucket (`remote_files`: one
+    listing of the folder, no shard bytes). None when they cannot be fingerprinted; with
+    `what` (the dataset's name), that is said in one log line, with why and that the
+    cache stays in memory.
+    """
+    stems: dict[str, set[str]] = {}
     for filename in shard_files:
-        filename = os.fspath(filename)
-        if "://" in filename:
-            return None
-        folder, name = os.path.split(filename)
-        stem = name.split(".", 1)[0] + "."
+        folder, name = os.path.split(os.fspath(filename))
+        stems.setdefault(folder, set()).add(name.split(".", 1)[0] + ".")
+    found: list[list] = []
+    for folder, starts in sorted(stems.items()):
+        starts = tuple(sorted(starts))
+        if remote_files.is_remote(folder):
+            try:
+                found += remote_files.fingerprints(
+                    folder, lambda name, starts=starts: name.startswith(starts)
+                )
+            except remote_files.NotKeyed as why:
+                _not_keyed(what, f"the shard files of {what} are in a bucket, and {why}")
+                return None
+            continue
         try:
-            found.update(
+            paths = sorted(
                 os.path.join(folder, entry.name)
                 for entry in os.scandir(folder or ".")
-                if entry.name.startswith(stem) and entry.is_file()
+                if entry.name.startswith(starts) and entry.is_file()
             )
         except OSError:
+            paths = None
+        local = persistent.shard_fingerprint(paths) if paths else None
+        if local is None:
+            _not_keyed(
+                what,
+                f"the shard files of {what} are not local files ({folder or '.'}), so a "
+                "persistent cache could not tell when they change",
+            )
             return None
-    return persistent.shard_fingerprint(sorted(found)) if found else None
+        found += local
+    return found or None
+
+
+def _not_keyed(what: str | None, why: str) -> None:
+    if what is not None:
+        logging.warning("fast_tfds: persist=True: %s: caching in memory only.", why)
 
 
 def not_kept(features: dict[str, tuple]) -> str | None:
@@ -123,7 +151,7 @@ def key(
     pictures: bool = True,
     decoder: str | None = None,
 ) -> dict | None:
-    """The file's key, or None when its shard files are not local (one log line).
+    """The file's key, or None when its shard files cannot be fingerprinted (one log line).
 
     The one key of every persistent cache, of both back ends, plain and augmented: what
     the stored pictures and kept features are made from. `shorter_side` None is the
@@ -134,14 +162,8 @@ def key(
     or a tf.data service's). `decoder`: what decoded the pictures, by default our
     decoder with its version, read when called: a new decoder never serves old pixels.
     """
-    shards = split_files(origin.shard_files)
+    shards = split_files(origin.shard_files, what=origin.dataset)
     if shards is None:
-        logging.warning(
-            "fast_tfds: persist=True: the shard files of %s are not local files (%s), so a "
-            "persistent cache could not tell when they change: caching in memory only.",
-            origin.dataset,
-            origin.shard_files[0] if origin.shard_files else "none found",
-        )
         return None
     made = {
         "kind": KIND,

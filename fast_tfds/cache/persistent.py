@@ -10,7 +10,8 @@ and no one writes).
 
 The file's name is a digest of its key, and its header holds the key itself: what the
 rows were made from (dataset and version, split and slice, shard files with their sizes
-and modification times, output size and dtype, the decoder's version, the features).
+and modification times, or a bucket's objects with their sizes and generations, output
+size and dtype, the decoder's version, the features).
 The caller makes the key; this module only compares it, so a file made from other
 inputs is never served.
 
@@ -55,7 +56,7 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import arena as arenas
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, remote_files
 from fast_tfds.cache.persistent_format import (
     BadFile,
     Layout,
@@ -86,13 +87,30 @@ def file_name(key: dict) -> str:
 
 
 def shard_fingerprint(paths) -> list[list] | None:
-    """[[path, size, mtime_ns]] of each shard file, or None when one is not a local file
-    (an object store's `gs://...`: its times are not the kernel's to vouch for)."""
+    """[[path, size, mtime_ns]] of each local shard file, [[url, size, generation,
+    crc32c]] of each object in a bucket (`remote_files`: one listing per folder, no
+    bytes read); None when one cannot be fingerprinted (a file missing, a listing that
+    failed, another scheme than gs://)."""
+    paths = [os.fspath(path) for path in paths]
+    listed: dict[str, list] = {}
+    folders: dict[str, set[str]] = {}
+    for path in paths:
+        if remote_files.is_remote(path):
+            folder, name = path.rsplit("/", 1)
+            folders.setdefault(folder, set()).add(name)
+    for folder, names in folders.items():
+        try:
+            entries = remote_files.fingerprints(folder, names.__contains__)
+        except remote_files.NotKeyed:
+            return None
+        listed.update((entry[0], entry) for entry in entries)
     found = []
     for path in paths:
-        path = os.fspath(path)
-        if "://" in path:
-            return None
+        if remote_files.is_remote(path):
+            if path not in listed:
+                return None
+            found.append(listed[path])
+            continue
         try:
             stat = os.stat(path)
         except OSError:

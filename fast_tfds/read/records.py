@@ -173,20 +173,48 @@ def checked_shard_records(filename, skip, take) -> tf.data.Dataset:
 
 
 def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
+    gave = [" gave ", tf.strings.as_string(n), " of the ", tf.strings.as_string(take)]
+    return tf.cond(
+        tf.strings.regex_full_match(filename, r"[A-Za-z][A-Za-z0-9+.-]*://.*"),
+        lambda: _object_error(filename, gave),
+        lambda: _local_error(filename, gave),
+    )
+
+
+def _local_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
     folder = tf.strings.regex_replace(filename, r"[/\\][^/\\]*$", "")
     return tf.strings.join(
         [
             "fast_tfds: shard ",
             filename,
-            " gave ",
-            tf.strings.as_string(n),
-            " of the ",
-            tf.strings.as_string(take),
+            *gave,
             " records the dataset's metadata lists: it is missing, truncated or "
             "corrupt (a TFRecord length or CRC check failed). Check every shard with "
             "`fast-tfds verify ",
             folder,
             "`, then rebuild the dataset (`tfds build ... --overwrite`).",
+        ]
+    )
+
+
+def _object_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
+    """A shard in a bucket: its read failed once TensorFlow's GCS client had retried it
+    (up to GCS_RETRY_CONFIG_MAX_RETRIES times), so the bucket is the likelier cause
+    than the file, and the advice is the bucket's. A failed read ends the shard at
+    once (TFRecordDataset moves past a file whose read fails), never retried again here:
+    the time to this error is one retry cycle of TensorFlow's client."""
+    return tf.strings.join(
+        [
+            "fast_tfds: shard ",
+            filename,
+            *gave,
+            " records the dataset's metadata lists: reading it from the bucket failed (the "
+            "bucket unreachable, the object missing, or truncated or corrupt). Check that it "
+            "can be read from here (`gcloud storage ls -l ",
+            filename,
+            "`); where a bucket may be unreachable, fail sooner with "
+            "GCS_RETRY_CONFIG_MAX_RETRIES=2 (TensorFlow retries a read 10 times, with "
+            "back-off up to 32 s) set before the process first reads gs://.",
         ]
     )
 

@@ -2,7 +2,7 @@
 
 `gcp-storage-emulator` serves the GCS JSON API over plain HTTP. The clients reach it
 in three ways, all through one `Proxy` here, which counts every request and can
-delay each one or drop the connection (a bucket gone):
+delay each one (or only listings) or drop the connection (a bucket gone):
 
 - TensorFlow's own gs:// client (`tf.io.gfile`, `TFRecordDataset`, TFDS) has the
   endpoints compiled in (https://storage.googleapis.com, https://www.googleapis.com);
@@ -249,6 +249,7 @@ class Proxy:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(cert, key)
         self.latency_s = 0.0
+        self.listing_latency_s = 0.0  # more, for listings of objects only
         self.gone = False
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -322,6 +323,8 @@ class Proxy:
                     return  # the connection drops, unanswered
                 if self.latency_s:
                     time.sleep(self.latency_s)
+                if self.listing_latency_s and _is_listing(_origin_form(target)):
+                    time.sleep(self.listing_latency_s)
                 if upstream is None:
                     upstream = http.client.HTTPConnection(
                         "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
@@ -390,6 +393,11 @@ class Proxy:
             self.requests.append(
                 Request(method, host, path, name, media and method == "GET", status, size)
             )
+
+
+def _is_listing(path: str) -> bool:
+    """Whether a GCS request path lists a bucket's objects (/storage/v1/b/B/o?...)."""
+    return urllib.parse.urlsplit(path).path.rstrip("/").endswith("/o")
 
 
 def _beyond_the_end(status: int, content_range: str | None) -> int | None:
@@ -484,6 +492,30 @@ class Bucket:
         finally:
             conn.close()
         return count
+
+    def rewrite(self, name: str, data: bytes) -> str:
+        """Uploads `data` as object `name` again (GCS gives it a new generation, as the
+        emulator does); the new generation."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            self._put(conn, name, data)
+            return self.metadata(name, conn)["generation"]
+        finally:
+            conn.close()
+
+    def metadata(self, name: str, conn: http.client.HTTPConnection | None = None) -> dict:
+        """The object's metadata (size, generation, crc32c, ...), straight from the emulator."""
+        own = conn is None
+        conn = conn or http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            conn.request("GET", f"/storage/v1/b/{self.name}/o/{urllib.parse.quote(name, safe='')}")
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200, f"metadata of {name}: HTTP {response.status}"
+            return json.loads(body)
+        finally:
+            if own:
+                conn.close()
 
     def _put(self, conn: http.client.HTTPConnection, name: str, data: bytes) -> None:
         query = urllib.parse.urlencode({"uploadType": "media", "name": name})

@@ -26,6 +26,36 @@ def report(name, source):
     print("OUTPUTS", name, json.dumps(outputs), flush=True)
 """
 
+# A cached read with persist=True, two epochs reported as gs0 and gs1. KIND: tf-augment,
+# tf-plain, loader, loader-augment; DATA_DIR: the bucket's; CACHE_DIR; LOCAL_DIR (optional):
+# first the same read of the local copy, persist=False, as local0 and local1.
+PERSIST = """
+import os
+import cats_vs_dogs_fast
+import fast_tfds
+
+kind = os.environ["KIND"]
+
+def source(data_dir, persist):
+    common = dict(batch_size=8, shuffle=False, seed=3, download_and_prepare=False, cache=True,
+                  persist=persist, cache_dir=os.environ["CACHE_DIR"], data_dir=data_dir)
+    if kind.endswith("augment"):
+        common["augment"] = fast_tfds.Augment()
+    if kind.startswith("tf"):
+        import tensorflow as tf
+        dtype = {"dtype": tf.uint8} if kind == "tf-augment" else {}
+        return cats_vs_dogs_fast.as_fast_dataset("train", **common, **dtype)
+    return cats_vs_dogs_fast.as_fast_loader("train", **common)
+
+if os.environ.get("LOCAL_DIR"):
+    local = source(os.environ["LOCAL_DIR"], False)
+    for k in range(2):
+        report(f"local{k}", local)
+gs = source(os.environ["DATA_DIR"], True)
+for k in range(2):
+    report(f"gs{k}", gs)
+"""
+
 
 def _output(row) -> Output:
     digest, label, filename, boxes = row

@@ -88,10 +88,15 @@ def test_a_missing_object_ends_the_read_with_its_name(
     assert error, "the read ended without an error"
     _, message = error_message(error)
     assert f"gs://{own_bucket.name}/{name}" in message, message
+    assert "gcloud storage ls -l" in message, message
     if kind == "loader":
-        assert "\n" not in message and "gcloud storage ls -l" in message, message
+        assert "\n" not in message, message
     else:
-        assert "fast-tfds verify" in message, message
+        assert "reading it from the bucket failed" in message, message
+        assert "fast-tfds verify" not in message and "--overwrite" not in message, message
+        # Asked for once: a 404 is not retried, and a failed read ends the shard.
+        asked = [r for r in own_bucket.proxy.requests if r.object == name]
+        assert [r.status for r in asked] == [404], asked
     assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
 
 
@@ -112,8 +117,17 @@ def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     assert f"gs://{own_bucket.name}/{PREFIX[kind]}/" in message, message
     if kind == "loader":
         assert "\n" not in message and "within 20 s" in message, message
+    else:
+        assert "reading it from the bucket failed" in message, message
+        assert "GCS_RETRY_CONFIG_MAX_RETRIES" in message, message
     assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
-    assert any(r.status == 0 for r in own_bucket.proxy.requests), "no request failed"
+    failed = collections.Counter(r.object for r in own_bucket.proxy.requests if r.status == 0)
+    assert failed, "no request failed"
+    if kind == "dataset":
+        # One retry cycle of TensorFlow's client per object (the first try and its 2
+        # retries), never one per record of the shard.
+        retries = int(FAIL_FAST["GCS_RETRY_CONFIG_MAX_RETRIES"])
+        assert max(failed.values()) <= 1 + retries, failed
 
 
 @pytest.mark.parametrize("kind", ["dataset", "loader"])
@@ -161,3 +175,39 @@ def test_the_fail_fast_settings_are_tensorflows():
     for name in FAIL_FAST:
         if name.startswith("GCS_"):
             assert name.encode() in data, name
+
+
+@pytest.mark.parametrize("kind", ["tf-augment", "loader"])
+def test_a_listing_with_no_answer_in_time_caches_in_memory_with_one_line(
+    own_bucket, kind, tmp_path, cats_data_dir, cats_array_record_dir
+):
+    """persist=True lists the shards' folder for its key: a bucket that does not answer
+    the listing within FAST_TFDS_BUCKET_READ_TIMEOUT_S is one line naming the folder,
+    and the read goes on from memory, with the right examples and no file."""
+    own_bucket.proxy.listing_latency_s = 10
+    prefix = TFRECORD if kind == "tf-augment" else ARRAY_RECORD
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    found, stderr = reads.run(
+        own_bucket,
+        reads.PERSIST,
+        KIND=kind,
+        DATA_DIR=own_bucket.url(prefix),
+        CACHE_DIR=os.fspath(cache),
+        FAST_TFDS_BUCKET_READ_TIMEOUT_S="2",
+        **({"LOCAL_DIR": os.fspath(cats_data_dir)} if kind == "tf-augment" else {}),
+    )
+    warned = [line for line in stderr.splitlines() if "caching in memory only" in line]
+    folder = own_bucket.url(prefix, "cats_vs_dogs_fast/224/1.0.0")
+    assert len(warned) == 1 and f"listing {folder} gave no answer within 2 s" in warned[0], stderr[
+        -3000:
+    ]
+    if kind == "loader":
+        truth = Truth.of(cats_array_record_dir)
+        truth.check(found["gs0"])
+        truth.check(found["gs1"])
+    else:  # the same crops as the local copy's in memory
+        for k in range(2):
+            assert collections.Counter(found[f"gs{k}"]) == collections.Counter(found[f"local{k}"])
+            assert len(found[f"gs{k}"]) > 0
+    assert not [p for p in cache.iterdir() if p.is_file()], "no persistent file"

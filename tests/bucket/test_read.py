@@ -93,25 +93,6 @@ report("two", cats_vs_dogs_fast.as_fast_dataset(
     assert per_shard and set(per_shard.values()) == {1}, per_shard
 
 
-def test_persist_with_gs_shards_warns_and_caches_in_memory(bucket, cats_data_dir, tmp_path):
-    code = """
-import os
-import cats_vs_dogs_fast
-report("persist", cats_vs_dogs_fast.as_fast_dataset(
-    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0, repeat=2,
-    persist=True, cache_dir=os.environ["CACHE_DIR"], download_and_prepare=False))
-"""
-    cache_dir = tmp_path / "cache"
-    cache_dir.mkdir()
-    found, stderr = reads.run(
-        bucket, code, CACHE_DIR=os.fspath(cache_dir), **dirs(bucket, cats_data_dir, TFRECORD)
-    )
-    Truth.of(cats_data_dir).check(found["persist"], times=2)
-    assert "are not local files" in stderr and "caching in memory only" in stderr, stderr[-3000:]
-    assert bucket.url(TFRECORD) in stderr
-    assert not any(cache_dir.rglob("*.arena")), "no persistent file for gs:// shards (yet)"
-
-
 LOADER_READS = """
 import os, sys
 import cats_vs_dogs_fast
@@ -173,33 +154,6 @@ def test_as_fast_loader_reads_gs_where_tensorflow_is_not_installed(bucket, cats_
     Truth.of(cats_array_record_dir).check(found["gs-loader"])
     hosts = {r.host for r in bucket.proxy.requests}
     assert hosts and not hosts & set(HOSTS), hosts  # no CONNECT: only plain HTTP clients
-
-
-def test_loader_persist_with_gs_shards_warns_and_caches_in_memory(
-    bucket, cats_array_record_dir, tmp_path
-):
-    code = """
-import os
-import cats_vs_dogs_fast
-loader = cats_vs_dogs_fast.as_fast_loader(
-    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0, cache=True,
-    persist=True, cache_dir=os.environ["CACHE_DIR"], download_and_prepare=False)
-report("epoch1", loader)
-report("epoch2", loader)
-"""
-    cache_dir = tmp_path / "cache"
-    cache_dir.mkdir()
-    found, stderr = reads.run(
-        bucket,
-        code,
-        CACHE_DIR=os.fspath(cache_dir),
-        **dirs(bucket, cats_array_record_dir, ARRAY_RECORD),
-    )
-    truth = Truth.of(cats_array_record_dir)
-    truth.check(found["epoch1"])
-    truth.check(found["epoch2"])
-    assert "are not local files" in stderr and "caching in memory only" in stderr, stderr[-3000:]
-    assert not [p for p in cache_dir.rglob("*") if p.is_file()], "no persistent file (yet)"
 
 
 def test_the_proxys_tls_works_with_certificates_made_without_openssl(bucket, tmp_path):
