@@ -48,10 +48,14 @@ def serve_into(
     `epoch` (every slot must be written). Returns `out`."""
     slots = np.asarray(slots, np.int64).reshape(-1)
     if _is_identity(pictures, augment, out):
+        if len(slots) and not 0 <= slots.min() <= slots.max() < len(pictures):
+            raise IndexError(f"slots {slots.min()}..{slots.max()} of a store of {len(pictures)}")
         unwritten = slots[~pictures.images.written[slots]]
         if len(unwritten):
             raise ValueError(f"picture {int(unwritten[0])} of the cache is not written yet")
-        np.take(pictures.rows(), slots, axis=0, out=out)
+        # mode='clip': the default ('raise') writes through a temporary, twice the copy
+        # (the slots are checked above).
+        np.take(pictures.rows(), slots, axis=0, out=out, mode="clip")
         return out
     drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
     layout = pictures.images.layout
