@@ -243,18 +243,9 @@ def open_pictures(
     def plan():
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
         nbytes = store.cache_bytes(heights, widths, output_size, shorter_side)
-        columns = {
-            PICTURES: ((), np.uint8, nbytes),
-            HEIGHTS: ((), np.int64),
-            WIDTHS: ((), np.int64),
-            **{FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()},
-        }
-        need = nbytes + n * sum(
-            int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            for shape, dtype in features.values()
-        )
+        need = nbytes + n * _row_bytes(features)
         planned.update(heights=heights, widths=widths)
-        return n, columns, not placement.fits_in_memory(need, budget)
+        return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
 
     folder = disk_rows.default_folder() if folder is None else folder
     opened = persistent.open_or_plan(folder, made, plan, what=what)
@@ -381,38 +372,25 @@ def open_rows(
         shape, dtype = features[image]
         if tuple(shape) != (*output_size, 3) or np.dtype(dtype) != np.uint8:
             raise ValueError(f"{image!r}: {dtype}{list(shape)} is not a picture of {output_size}")
-    n = len(np.asarray(slot_examples).reshape(-1))
-    if image is None:
-        made = key(origin, slot_examples, output_size, None, kept, pictures=False, decoder=decoder)
-        over = not placement.fits_in_memory(n * _row_bytes(kept), budget)
-        columns = {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in kept.items()}
-        opened = (
-            persistent.open_or_plan(
-                disk_rows.default_folder() if folder is None else folder,
-                made,
-                lambda: (n, columns, over),
-                what=what,
-            )
-            if made is not None
-            else None
-        )
-        if opened is None:
-            return None
-        return _rows(opened, None, output_size, kept, n, over)
     if origin.hook is None or not_kept(kept) is not None:
         return None  # The arena holds nothing a picture store could not.
-    over = not placement.fits_in_memory(
-        n * (int(np.prod(output_size)) * 3 + _row_bytes(kept)), budget
+    made = key(
+        origin, slot_examples, output_size, None, kept, pictures=image is not None, decoder=decoder
     )
-    made = key(origin, slot_examples, output_size, None, kept, decoder=decoder)
     if made is None:
         return None
-
-    def plan():
-        return n, _picture_columns(n * int(np.prod(output_size)) * 3, kept), over
-
+    n = len(np.asarray(slot_examples).reshape(-1))
+    if image is None:
+        picture_bytes, columns = 0, _feature_columns(kept)
+    else:
+        picture_bytes = n * int(np.prod(output_size)) * 3
+        columns = _picture_columns(picture_bytes, kept)
+    over = not placement.fits_in_memory(picture_bytes + n * _row_bytes(kept), budget)
     opened = persistent.open_or_plan(
-        disk_rows.default_folder() if folder is None else folder, made, plan, what=what
+        disk_rows.default_folder() if folder is None else folder,
+        made,
+        lambda: (n, columns, over),
+        what=what,
     )
     return _rows(opened, image, output_size, kept, n, over)
 
@@ -424,12 +402,17 @@ def _row_bytes(features: dict[str, tuple]) -> int:
     )
 
 
+def _feature_columns(features: dict[str, tuple]) -> dict[str, tuple]:
+    return {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()}
+
+
 def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple]:
+    """The file's columns: the pictures' bytes, their reference sizes, the features."""
     return {
         PICTURES: ((), np.uint8, nbytes),
         HEIGHTS: ((), np.int64),
         WIDTHS: ((), np.int64),
-        **{FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()},
+        **_feature_columns(features),
     }
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -163,3 +165,33 @@ def test_a_new_process_resumes_where_an_uninterrupted_run_is(cache, cats_data_di
     line = next(line for line in out.splitlines() if line.startswith("[["))
     expected = [[digest(x), i.tolist()] for x, i in epochs[1][2:] + epochs[2][:2]]
     assert json.loads(line) == expected
+
+
+def _relabel(example):  # a user's transform: its examples go to the arena of examples
+    return {**example, "label": example["label"] + 10}
+
+
+def test_an_arena_of_examples_persists_under_the_one_key_and_is_served(cats_data_dir, tmp_path):
+    # A transform's output (plan: arena of examples, as tests/read/test_epochs.py checks) is
+    # kept as features (the key's `pictures: false`); a new reader
+    # of the same options serves each epoch from the file, with the shards zeroed (their
+    # sizes and times kept, so the key still matches and no record could be read).
+    from fast_tfds.cache import persistent_listing
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", data_dir / "cats_vs_dogs_fast/224")
+    options = {"seed": 3, "with_index": True, "transform": _relabel, "persist": True}
+    options["cache_dir"] = os.fspath(tmp_path / "cache")
+    first = read(data_dir, **options)
+    epochs = [batches(first) for _ in range(2)]
+    for thread in threading.enumerate():  # the file is written out after the fill
+        if thread.name == "fast_tfds persist":
+            thread.join(timeout=300)
+    (found,) = persistent_listing.find(tmp_path / "cache")
+    assert found.problem is None and found.kind == "pictures"
+    for shard in (data_dir / "cats_vs_dogs_fast/224").glob("*/*.tfrecord*"):
+        stat = shard.stat()
+        shard.write_bytes(bytes(stat.st_size))
+        os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    served = read(data_dir, **options)
+    assert same(batches(served), epochs[0]) and same(batches(served), epochs[1])
