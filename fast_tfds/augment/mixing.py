@@ -160,10 +160,7 @@ def mix(
         return _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads)
     dtype = np.dtype(images.dtype if dtype is None else dtype)
     out = images if images.dtype == dtype else images.astype(dtype)
-    targets = one_hot(labels, num_classes, mixing.label_smoothing)
-    if len(targets) != len(images):
-        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
-    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
+    targets, lam, box = _drawn(images, labels, num_classes, mixing, seed, epoch, batch)
     if lam == 1.0:
         return out, targets, lam
     pairs = len(out) // 2  # an odd batch's middle picture pairs with itself: unchanged
@@ -180,8 +177,22 @@ def mix(
         partner = out[::-1].copy()
         out *= dtype.type(lam)
         out += partner * dtype.type(1 - lam)
-    targets = targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
-    return out, targets, lam
+    return out, _mixed_targets(targets, lam), lam
+
+
+def _drawn(images, labels, num_classes, mixing, seed, epoch, batch):
+    """(one-hot targets, lam, CutMix box or None) of a batch: the draw of (seed, epoch,
+    batch), one label per image checked."""
+    targets = one_hot(labels, num_classes, mixing.label_smoothing)
+    if len(targets) != len(images):
+        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
+    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
+    return targets, lam, box
+
+
+def _mixed_targets(targets: np.ndarray, lam: float) -> np.ndarray:
+    """Each row lam of itself and 1 - lam of its partner's (row B - 1 - i)."""
+    return targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
 
 
 def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
@@ -196,10 +207,7 @@ def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_
     """`mix` of uint8 `images` into `out`, reading `images` only (no copy first)."""
     if images.dtype != np.uint8 or out.shape != images.shape or out.dtype != np.uint8:
         raise ValueError(f"out: must be uint8 of the images' shape {images.shape}")
-    targets = one_hot(labels, num_classes, mixing.label_smoothing)
-    if len(targets) != len(images):
-        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
-    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
+    targets, lam, box = _drawn(images, labels, num_classes, mixing, seed, epoch, batch)
     if lam == 1.0:
         return images, targets, lam
     last = len(images) - 1
@@ -217,5 +225,4 @@ def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_
             num_threads,
             lambda i: cv2.addWeighted(images[i], lam, images[last - i], 1 - lam, 0, dst=out[i]),
         )
-    targets = targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
-    return out, targets, lam
+    return out, _mixed_targets(targets, lam), lam
