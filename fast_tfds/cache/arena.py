@@ -19,27 +19,14 @@ import dataclasses
 import mmap
 import sys
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
-# What an epoch does, as `Arena.begin` tells the dataset graph: fill the rows while
-# streaming the epoch's output, serve from the filled rows, or fill them first without
-# output and then serve (an epoch whose order is a permutation, in a resumed run).
-FILL, SERVE, FILL_THEN_SERVE = 0, 1, 2
-
-# fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
-# It may also have a method `filled(array)`, called once the fill has written every row,
-# and `read_ahead(array, rows)`, called a few batches before served epochs gather those
-# rows (rows on disk write themselves back, and are read ahead: see `placement`).
-# An allocator of whole arenas (one file for every column: `persistent.FileFill`) has
-# `columns({key: (shape, dtype)}) -> {key: array}` instead, and may have
-# `wrote(arrays, start, n)`, called after the fill wrote rows start..start+n, and
-# `complete(arrays, replace)`, called instead of `filled` once every row is written;
-# `replace(old, new)` (`Arena.replace_rows`) may later swap in rows of the same content.
-Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+from fast_tfds.cache import store as stores
+from fast_tfds.cache.memory import Allocate, allocate_in_memory  # noqa: F401  (re-exported)
+from fast_tfds.cache.store import FILL, FILL_THEN_SERVE, SERVE  # noqa: F401  (the epoch modes)
 
 
 class BlockDecoder(Protocol):
@@ -58,22 +45,6 @@ class Column:
     shape: tuple[int, ...]
     dtype: np.dtype
     encoded: BlockDecoder | None = None
-
-
-def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A [*shape] array over an anonymous mapping of its own.
-
-    Address space only: no memory is used until epoch 1 writes it, and the mapping is
-    unmapped when the array (and every tensor that shares it) goes. Pages are the
-    kernel's default size: transparent huge pages cut the page faults but made the
-    fill slower (see docs/design.md).
-    """
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape))
-    region = mmap.mmap(
-        -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    )
-    return np.frombuffer(region, dtype, count=count).reshape(shape)
 
 
 class Arena:
@@ -226,23 +197,16 @@ def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
     return [(int(r[0]), len(r)) for r in np.split(ordered, breaks)]
 
 
-# -- the registry ------------------------------------------------------------------
-# TensorFlow keeps every function given to tf.numpy_function for the life of the
-# process, so those functions reach an arena only by its key, through this weak
-# registry; the dataset that uses an arena holds it, and the arena and its memory go
-# when the dataset goes.
-
-_live: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
+# -- the registry: the one of every cache (`store`) ---------------------------------
 
 
 def _register(arena: Arena) -> int:
-    _live[id(arena)] = arena
-    return id(arena)
+    return stores.register(arena)
 
 
 def live_arenas() -> list[Arena]:
     """The arenas whose datasets are alive in this process."""
-    return list(_live.values())
+    return [cache for cache in stores.live_caches() if isinstance(cache, Arena)]
 
 
 def bytes_held() -> int:
@@ -251,12 +215,12 @@ def bytes_held() -> int:
 
 
 def begin(key: int, streamed: bool = True) -> np.ndarray:
-    return _live[key].begin(streamed)
+    return stores.live(key).begin(streamed)
 
 
 def read_ahead(key: int, rows: np.ndarray) -> np.int64:
     """`Arena.read_ahead` on the arena of `key`, if it is still alive."""
-    arena = _live.get(key)
+    arena = stores.find(key)
     if arena is not None:
         arena.read_ahead(rows)
     return np.int64(0)
@@ -264,13 +228,13 @@ def read_ahead(key: int, rows: np.ndarray) -> np.int64:
 
 def rows(key: int, feature: bytes) -> np.ndarray:
     """Every row of one feature (its name as TensorFlow passes strings: bytes)."""
-    return _live[key].arrays[feature.decode()]
+    return stores.live(key).arrays[feature.decode()]
 
 
 def write(key: int, decoders: dict, generation, rows, *columns) -> list[np.ndarray]:
     """`Arena.write` on the arena of `key`. `decoders` gives, per key in sorted order,
     the decoder of the encoded features (None for the others)."""
-    arena = _live.get(key)
+    arena = stores.find(key)
     if arena is not None:
         return arena.write(generation, rows, *columns)
     # The dataset, and so its arena, is gone while an iterator still runs: decode only.

@@ -107,14 +107,22 @@ def read_ahead(array: np.ndarray, rows: np.ndarray) -> None:
     for a few batches ahead (MADV_WILLNEED), they are read in the background, many
     at once, while the batches before them are gathered.
     """
+    rows = np.asarray(rows, np.int64).ravel()
+    row_bytes = array.strides[0]
+    read_ahead_spans(array, rows * row_bytes, np.full(len(rows), row_bytes))
+
+
+def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
+    """`read_ahead` of byte spans (offsets into the file, and lengths): the pictures of a
+    store, each at its own offset and size."""
     region = _region(array)
     if region is None or not hasattr(mmap, "MADV_WILLNEED"):
         return
-    row_bytes = array.strides[0]
-    for row in np.asarray(rows).ravel():
-        start = int(row) * row_bytes
+    for start, length in zip(
+        np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
+    ):
         aligned = start - start % mmap.PAGESIZE
-        region.madvise(mmap.MADV_WILLNEED, aligned, start + row_bytes - aligned)
+        region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
 
 
 def _region(array: np.ndarray) -> mmap.mmap | None:

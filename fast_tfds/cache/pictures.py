@@ -10,7 +10,7 @@ picture is kept with its aspect ratio at a shorter side a little above the outpu
 The layout (every picture's offset and shape) is known before anything is decoded:
 the byte total comes from the pictures' sizes (the dataset's fixed size, or each
 JPEG's header), so the buffer is allocated once, by a callable such as
-`fast_tfds.cache.arena.allocate_in_memory` or rows on disk, and is only written,
+`fast_tfds.cache.memory.allocate_in_memory` or rows on disk, and is only written,
 never grown. Fixed-size rows are the case where every picture has the same size
 (`shorter_side` None: exactly the output size); `PictureCache.rows()` then views the
 buffer as `[n, height, width, 3]`, so a plain read is a gather.
@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 # Where the buffer's memory comes from: the arena's allocators serve it too.
-from fast_tfds.cache.arena import Allocate, allocate_in_memory
+from fast_tfds.cache.memory import Allocate, allocate_in_memory
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
 

@@ -88,6 +88,9 @@ class DiskRows:
     def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
         disk_rows.read_ahead(array, rows)
 
+    def read_ahead_spans(self, array: np.ndarray, starts, lengths) -> None:
+        disk_rows.read_ahead_spans(array, starts, lengths)
+
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

@@ -27,6 +27,7 @@ import numpy as np
 from fast_tfds.augment import step
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
+from fast_tfds.cache.store import Store
 from fast_tfds.loader import cached
 from fast_tfds.loader.examples import DecodeExample, reference_box
 
@@ -49,7 +50,7 @@ class AugmentedBatches:
     decode: DecodeExample
     augment: Augment | None
     seed: int
-    cache: cached.LoaderCache | None = None
+    cache: Store | None = None
     sizes: ProgressiveResize | None = None  # each epoch's size, else decode.image_size
     with_index: bool = False  # (images, targets, indices) batches
     pad: Any = None  # `padding.Pad`: what an example of index -1 holds
@@ -85,9 +86,9 @@ class AugmentedBatches:
         return [target for _, target, _ in parsed]
 
     def _serve_into(self, epoch: int, indices, records, out) -> list:
-        slots = self.cache.fill(indices, records, self.decode)
+        slots = cached.fill(self.cache, indices, records, self.decode)
         step.serve_into(self.cache.pictures, slots, self.augment, self.seed, epoch, indices, out)
-        return [self.cache.targets[slot] for slot in slots]
+        return cached.targets(self.cache, slots)
 
 
 def stack(targets: list):

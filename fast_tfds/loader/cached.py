@@ -2,24 +2,24 @@
 (store, placement, persistence) into the Grain loader.
 
 With `cache=True` the first time an example comes, its picture is decoded once into the
-shard's `PictureCache` (at the cache resolution, aspect kept, within the hook's window;
-exactly the output size without a crop), with its label; from then on its record is
-not even read (`IndexedRecords`), and its batches are cut from the store by the
-serving step (`fast_tfds.augment.step`, as in the tf.data reader). With `persist=True`
-the store is a persistent file under the one key of every cache
-(`fast_tfds.cache.persisted`), which the tf.data reader shares; worker processes only
-map a complete file (`served`).
+shard's picture store (`fast_tfds.cache.store.Store`: at the cache resolution, aspect
+kept, within the hook's window; exactly the output size without a crop), with its
+target; from then on its record is not even read (`IndexedRecords`), and its batches
+are cut from the store by the serving step (`fast_tfds.augment.step`, as in the
+tf.data reader). With `persist=True` the store is a persistent file under the one key
+of every cache (`fast_tfds.cache.persisted`), which the tf.data reader shares; worker
+processes only map a complete file (`served`).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from fast_tfds.cache import disk_rows, persisted, placement
 from fast_tfds.cache import pictures as store
+from fast_tfds.cache import store as stores
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample, reference_box
 from fast_tfds.loader.options import LoaderOptions
@@ -30,7 +30,7 @@ def make_cache(
     decode: DecodeExample,
     options: LoaderOptions,
     persist_identity: dict | None,
-) -> LoaderCache | None:
+) -> stores.Store | None:
     """The shard's picture store: from its persistent file, a new file to fill, or memory
     (disk rows over the budget); None without `cache=True`."""
     if not options.cache:
@@ -79,11 +79,11 @@ def make_cache(
             )
         stored = persisted.open_pictures(**common, sizes=sizes, budget=None, what=what)
         if stored is not None:
-            return LoaderCache(
+            return _store(
                 stored.pictures,
                 options.shard_index,
                 options.shard_count,
-                labels=stored.features,
+                stored.features,
                 filling=stored.filling,
             )
     heights, widths = sizes()
@@ -92,14 +92,17 @@ def make_cache(
     allocate = placement.allocator(need, what=what, cache_dir=folder)
     pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
     filling = allocate if hasattr(allocate, "filled") else None
-    return LoaderCache(pictures, options.shard_index, options.shard_count, filling=filling)
+    # Targets of any kind (a label, a dict of them) in memory; a persistent file keeps
+    # its "label" column.
+    targets = {TARGET: np.empty(len(pictures), object)}
+    return _store(pictures, options.shard_index, options.shard_count, targets, filling=filling)
 
 
 class IndexedRecords:
-    """The split's records as (index, record) pairs; with a cache, (index, None) for an
-    example whose picture and label the cache already holds, which is not read."""
+    """The split's records as (index, record) pairs; with a store, (index, None) for an
+    example whose picture and target the store already holds, which is not read."""
 
-    def __init__(self, records: Any, cache: LoaderCache | None = None):
+    def __init__(self, records: Any, cache: stores.Store | None = None):
         self.records = records
         self.cache = cache
 
@@ -113,80 +116,44 @@ class IndexedRecords:
         return index, self.records[index]
 
 
-class LoaderCache:
-    """A shard's pictures at the cache resolution, and their labels (or targets).
-
-    Slot s holds example `shard_index + s * shard_count` of the split. The layout is
-    fixed from each picture's reference size (the stored size, or the hook's window
-    in it), so the buffer is allocated once, before epoch 1.
-
-    `labels`: {"label": int64 [slots]}, the labels' column of a persistent file (served,
-    or being filled), instead of a target per slot in a list. `filling`: called
-    `filled(buffer)` once every picture is written (the persistent file is then
-    written out; rows on disk are written back).
-    """
-
-    def __init__(
-        self,
-        pictures: store.PictureCache,
-        shard_index: int,
-        shard_count: int,
-        *,
-        labels: dict[str, np.ndarray] | None = None,
-        filling: Any = None,
-    ):
-        self.pictures = pictures
-        self.targets: Any = [None] * len(pictures) if labels is None else _Labels(labels)
-        self.shard_index, self.shard_count = shard_index, shard_count
-        self._filling = filling
-        self._lock = threading.Lock()
-        self._done = False
-        # How a worker process opens the same file (`served`), if this cache is one.
-        self.reopen: dict | None = None
-
-    def __reduce__(self):
-        # Pickled to worker processes: a complete persistent file is mapped again there
-        # (the page cache shares it); any other cache lives in this process only.
-        if self.reopen is None:
-            raise TypeError("the loader's cache lives in its process (num_workers=0)")
-        return _reopened, (self.reopen,)
-
-    def slot(self, index: int) -> int:
-        return (index - self.shard_index) // self.shard_count
-
-    def has(self, index: int) -> bool:
-        return bool(self.pictures.images.written[self.slot(index)])
-
-    @property
-    def nbytes(self) -> int:
-        return self.pictures.nbytes
-
-    def fill(self, indices, records, decode: DecodeExample) -> np.ndarray:
-        """Decodes the pictures of examples `indices` that the store does not hold yet
-        from their `records` (None for one it holds: not read) into their slots, with
-        their targets; tells `filling` once every picture is written. Returns the slots."""
-        slots = np.array([self.slot(int(i)) for i in indices], np.int64)
-        for slot, record in zip(slots, records, strict=True):
-            if record is None or self.pictures.images.written[slot]:
-                continue
-            jpeg, target, window = decode.parse(record)
-            self.targets[slot] = target  # before the picture is marked as written
-            self.pictures.fill(int(slot), jpeg, window)
-        self.when_filled()
-        return slots
-
-    def when_filled(self) -> None:
-        """Once every picture is written, tells `filling` (once)."""
-        if self._filling is None or not self.pictures.images.filled:
-            return
-        with self._lock:
-            done, self._done = self._done, True
-        if not done:
-            self._filling.filled(self.pictures.images.buffer)
+# The feature that holds each slot's target in memory; a persistent file's is "label".
+TARGET = "target"
 
 
-def served(reopen: dict) -> LoaderCache:
-    """The cache of a complete persistent file, for a process that only reads it;
+def _store(pictures, shard_index: int, shard_count: int, features: dict, *, filling=None):
+    """A shard's store: slot s holds example `shard_index + s * shard_count` of the split;
+    its layout is fixed from each picture's reference size (the stored size, or the
+    hook's window in it), so its buffer is allocated once, before epoch 1."""
+    return stores.Store(
+        pictures,
+        lambda indices: (indices - shard_index) // shard_count,
+        features,
+        filling=filling,
+    )
+
+
+def fill(cache: stores.Store, indices, records, decode: DecodeExample) -> np.ndarray:
+    """Writes the examples `indices` that the store does not hold yet from their
+    `records` (None for one it holds: not read); returns their slots."""
+    slots = cache.slots(indices)
+    name = TARGET if TARGET in cache.features else "label"
+    for slot, record in zip(slots, records, strict=True):
+        if record is None or cache.pictures.images.written[slot]:
+            continue
+        jpeg, target, window = decode.parse(record)
+        cache.put(slot, jpeg, window, {name: target})
+    cache.when_filled()
+    return slots
+
+
+def targets(cache: stores.Store, slots) -> list:
+    """The targets of `slots`, as the records' parse gave them."""
+    column = cache.features[TARGET if TARGET in cache.features else "label"]
+    return [column[int(slot)] for slot in slots]
+
+
+def served(reopen: dict) -> stores.Store:
+    """The store of a complete persistent file, for a process that only reads it;
     `reopen` holds `persisted.serve_pictures`' arguments and the shard. A one-line
     ValueError when the file is not there, complete and current."""
     options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
@@ -197,29 +164,11 @@ def served(reopen: dict) -> LoaderCache:
             f"{reopen['folder']}: {why}; workers only map a complete file: fill it once with "
             "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
         )
-    cache = LoaderCache(
-        stored.pictures, reopen["shard_index"], reopen["shard_count"], labels=stored.features
-    )
-    cache.reopen = reopen
+    cache = _store(stored.pictures, reopen["shard_index"], reopen["shard_count"], stored.features)
+    # Pickled to worker processes: the file is mapped again there (the page cache
+    # shares it); any other store lives in its process only.
+    cache.reopen = (served, (reopen,))
     return cache
-
-
-def _reopened(reopen: dict) -> LoaderCache:
-    return served(reopen)
-
-
-class _Labels:
-    """The targets of a persistent file: a label per slot, in its column (looked up on
-    each use: the column moves to the file's mapping once the file is written)."""
-
-    def __init__(self, columns: dict[str, np.ndarray]):
-        self.columns = columns
-
-    def __setitem__(self, slot: int, label) -> None:
-        self.columns["label"][slot] = label
-
-    def __getitem__(self, slot: int):
-        return self.columns["label"][slot]
 
 
 def reference_sizes(records, indices, decode: DecodeExample) -> tuple[np.ndarray, np.ndarray]:

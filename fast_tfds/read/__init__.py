@@ -1,22 +1,20 @@
 """The tf.data back end: the fast reader shared by both datasets (see `reader`).
 
     shard files ─ interleave(TFRecordDataset) ─ the split's serialized records
-      ├ augment= (records tagged with their example index; `augment_dataset`):
-      │   ├ Plan.AUGMENTED_CACHE (cache=True): epoch 1 decodes each picture once into
-      │   │   a picture cache (aspect kept) and cuts the block's crops from it; later
-      │   │   epochs cut a permutation of the split's crops from it, nothing decoded
-      │   └ Plan.AUGMENTED_STREAM (cache=False): each crop drawn, then only it decoded
-      ├ JPEGs to a fixed output size, fixed-size features, no transform:
-      │   shuffle the records ─ batch ─ parse the block (one op)
-      │   ├ Plan.ARENA (cache=True): epoch 1 decodes each block (at a reduced
-      │   │   DCT scale and resized, where sizes differ) into its arena rows, in
-      │   │   memory or, over the memory budget, in a file on disk
-      │   │   (`fast_tfds.cache`); later epochs gather by a permutation of the split
-      │   └ Plan.BLOCK_STREAM (cache=False): decode the block
-      └ otherwise: parse + (transform) + decode one example at a time, with the
+      ├ JPEGs to a fixed output size, fixed-size features, no transform; or augment=
+      │   (records tagged with their example index): shuffle the records ─ batch ─
+      │   parse the block (one op)
+      │   ├ Plan.CACHED (cache=True): epoch 1 decodes each picture once into the
+      │   │   picture store (`fast_tfds.cache`: at the output size for a plain read,
+      │   │   else at the cache resolution, aspect kept; in memory or, over the memory
+      │   │   budget, in a file on disk) and serves the block from it; later epochs
+      │   │   cut a permutation of the split from it by the serving step
+      │   │   (`fast_tfds.augment.step`; a plain read: a gather), nothing decoded
+      │   └ Plan.STREAM (cache=False): each window drawn, then only it decoded
+      └ the fallback: parse + (transform) + decode one example at a time, with the
         same decoder, or on the tf.data service's workers when `service` is given
           ├ Plan.ARENA_OF_EXAMPLES (cache=True, fixed-size): shuffle ─ batch ─
-          │   copied into the arena in epoch 1; later epochs gather from it
+          │   copied into an arena of examples in epoch 1; later epochs gather from it
           └ Plan.PER_EXAMPLE: cache (memory or files) ─ shuffle ─ batch
       ─ to float32, once per batch: one epoch, from (seed, epoch) alone
     epochs from the dataset's PassClock ─ prefetch ─ delivered (the clock moves when a
@@ -32,8 +30,8 @@ builds one epoch's pipeline, `epochs` numbers the passes (`fast_tfds.core.passes
 repeats, pads input pipelines to one length and declares it. `records` reads the
 shards, `parsing` parses records, `decoding` decodes pictures, `output` converts each
 batch; `augment_dataset` streams augmented blocks (`fast_tfds.augment.step`), `cached`
-wires every cache of `fast_tfds.cache` into tf.data (the arena, the picture store with
-`augment=`, their placement and persistence), and `service` hands decoding to a tf.data
+wires every cache of `fast_tfds.cache` into tf.data (the picture store, the fallback's
+arena of examples, their placement and persistence), and `service` hands decoding to a tf.data
 service cluster. The names
 below load on first use, so that a command line importing `read.service` for its address
 parsing does not load TensorFlow.

@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -58,6 +56,7 @@ from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
+from fast_tfds.cache import store as stores
 from fast_tfds.cache.tf_file_key import callable_identity
 from fast_tfds.core import aligned, dataset_hooks, platform
 from fast_tfds.core.sizes import as_hw
@@ -358,87 +357,86 @@ def _with_batch_dim(batch_size: int):
 # -- the picture store with augment=: pictures decoded once, crops cut every epoch ----
 
 
-class AugmentCache:
-    """The split's pictures at the cache resolution, and their other features (labels,
-    filenames), each written once; which epoch fills it and which serves from it."""
+class StoreReads:
+    """The tf.data reader's wiring of a picture store: the store (its fill state is the
+    store's, `fast_tfds.cache.store.Store`), and how its batches are cut (the
+    augmentation, None for a plain read; the seed, each epoch's size, threads).
+    Registered by key: the functions TensorFlow keeps reach it only through
+    `fast_tfds.cache.store`'s registry."""
 
     def __init__(
         self,
         pictures: store.PictureCache,
         slots: records.Slots,
         features: dict[str, tf.TensorSpec],
-        augment: Augment,
+        augment: Augment | None,
         seed: int,
         allocate,
         sizes: Callable[[int], tuple[int, int]],
         kept: dict[str, np.ndarray] | None = None,
     ):
         """`sizes`: epoch -> output size (`epoch_sizes`); `kept`: the features' rows, if
-        they come from elsewhere (a persistent file)."""
-        self.pictures = pictures
-        self.slots = slots
-        self.keys = sorted(features)
-        self.specs = features
-        self.features = kept
+        they come from elsewhere (a persistent file); `allocate`: where the pictures'
+        memory came from (told once they are all written, if it asks)."""
         if kept is None:
-            self.features = {
+            kept = {
                 k: np.zeros((len(pictures), *spec.shape), _numpy_dtype(spec.dtype))
                 for k, spec in features.items()
             }
+        filling = allocate if hasattr(allocate, "filled") else None
+        self.store = stores.Store(pictures, slots.slots, kept, filling=filling, placed=allocate)
+        self.slots = slots
+        self.keys = sorted(features)
+        self.specs = features
         self.augment, self.seed = augment, seed
         self.sizes = sizes
         self.num_threads = platform.available_cpus()
-        self._allocate = allocate
-        self._lock = threading.Lock()
-        self._done = False
-        self.key = _register(self)
+        self.key = stores.register(self)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the cached pictures (their pixels), allocated once before epoch 1."""
-        return self.pictures.nbytes
+        return self.store.nbytes
+
+    @property
+    def pictures(self) -> store.PictureCache:
+        return self.store.pictures
 
     def begin(self, streamed: bool) -> np.int64:
-        """FILL, SERVE or FILL_THEN_SERVE (see `arena.begin`): `streamed`, the epoch's
-        order is that of its records, which a fill can serve as it goes."""
-        if self.pictures.images.filled:
-            return np.int64(SERVE)
-        return np.int64(FILL if streamed else FILL_THEN_SERVE)
+        return self.store.begin(streamed)
 
     def fill(self, epoch, indices, jpegs, boxes, *features) -> np.ndarray:
         """Decodes the block's pictures that are not cached yet into their slots, keeps
-        their features, and serves the block's augmented images from the cache."""
-        slots = self.store(indices, jpegs, boxes, *features)
+        their features, and serves the block's augmented images from the store."""
+        slots = self.put(indices, jpegs, boxes, *features)
         return self._serve_into(epoch, slots, indices)
 
-    def store(self, indices, jpegs, boxes, *features) -> np.ndarray:
-        """Decodes the block's pictures that are not cached yet into their slots and
-        keeps their features; returns the slots."""
-        images = self.pictures.images
-        slots = self.slots.slots(indices)
+    def put(self, indices, jpegs, boxes, *features) -> np.ndarray:
+        """Writes the block's examples that the store does not hold yet; returns their
+        slots."""
+        slots = self.store.slots(indices)
         for i, slot in enumerate(slots):
-            slot = int(slot)
-            if images.written[slot]:
-                continue
-            for key, values in zip(self.keys, features, strict=True):
-                self.features[key][slot] = values[i]  # before the picture is marked written
+            values = {key: column[i] for key, column in zip(self.keys, features, strict=True)}
             try:
-                self.pictures.fill(slot, jpegs[i], _fixed_window(boxes[i]))
+                self.store.put(slot, jpegs[i], _fixed_window(boxes[i]), values)
             except (OSError, ValueError) as err:
                 raise step.decode_error(indices[i], err) from None
-        self._when_filled()
+        self.store.when_filled()
         return slots
 
+    def read_ahead(self, slots) -> np.int64:
+        self.store.read_ahead(slots)
+        return np.int64(0)
+
     def serve(self, epoch, slots) -> list[np.ndarray]:
-        """[images, *features] of cache slots `slots`, augmented for `epoch`."""
+        """[images, *features] of store slots `slots`, augmented for `epoch`."""
         slots = np.asarray(slots, np.int64)
         images = self._serve_into(epoch, slots, self.slots.index[slots])
-        return [images, *(self.features[k][slots] for k in self.keys)]
+        return [images, *(self.store.rows_of(k, slots) for k in self.keys)]
 
     def _serve_into(self, epoch, slots, indices) -> np.ndarray:
         out = aligned.empty((len(slots), *self.sizes(int(epoch)), 3))
         return step.serve_into(
-            self.pictures,
+            self.store.pictures,
             slots,
             self.augment,
             self.seed,
@@ -447,23 +445,6 @@ class AugmentCache:
             out,
             num_threads=self.num_threads,
         )
-
-    def _when_filled(self) -> None:
-        # Rows on disk are written back once, after the fill (see `placement.DiskRows`).
-        filled = getattr(self._allocate, "filled", None)
-        with self._lock:
-            done = self.pictures.images.filled and not self._done
-            self._done = self._done or done
-        if done and filled is not None:
-            filled(self.pictures.images.buffer)
-
-
-_live: weakref.WeakValueDictionary[int, AugmentCache] = weakref.WeakValueDictionary()
-
-
-def _register(cache: AugmentCache) -> int:
-    _live[id(cache)] = cache
-    return id(cache)
 
 
 def _numpy_dtype(dtype: tf.DType):
@@ -514,20 +495,25 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
     return heights, widths
 
 
-def make_cache(reading: Reading) -> AugmentCache:
-    """The cache, laid out and allocated (in memory, or on disk over the budget); with
-    persist=True, served from its persistent file, or filling a new one."""
+def make_cache(reading: Reading) -> StoreReads:
+    """The store, laid out and allocated (in memory, or on disk over the budget); with
+    persist=True, served from its persistent file, or filling a new one. A plain read
+    (no `augment`) and a read without a crop keep each picture at the output size."""
     size = augmented.output_size(reading)
     augment = reading.augment
+    crops = augment is not None and augment.crop is not None
     features = cached_features(reading)
     slots = reading.slots
     n = len(slots.index)
     shorter_side = None  # The whole picture at the output size: no reference size needed.
-    if augment.crop is not None:
+    if crops:
         shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
+    what = f"{reading.builder.info.full_name} {reading.split}" + (
+        " (augment cache)" if augment is not None else ""
+    )
 
     def sizes():
-        if augment.crop is None:
+        if not crops:
             return np.full(n, size[0]), np.full(n, size[1])
         return reference_sizes(reading, slots)
 
@@ -541,10 +527,10 @@ def make_cache(reading: Reading) -> AugmentCache:
             sizes=sizes,
             folder=reading.cache.folder,
             budget=reading.cache.budget,
-            what=f"{reading.builder.info.full_name} {reading.split} (augment cache)",
+            what=what,
         )
         if stored is not None:
-            return AugmentCache(
+            return StoreReads(
                 stored.pictures,
                 slots,
                 features,
@@ -562,13 +548,10 @@ def make_cache(reading: Reading) -> AugmentCache:
     )
     need = int(np.sum(np.asarray(cache_h, np.int64) * cache_w * 3))
     allocate = placement.allocator(
-        need,
-        what=f"{reading.builder.info.full_name} {reading.split} (augment cache)",
-        cache_budget=reading.cache.budget,
-        cache_dir=reading.cache.folder,
+        need, what=what, cache_budget=reading.cache.budget, cache_dir=reading.cache.folder
     )
     pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
-    return AugmentCache(
+    return StoreReads(
         pictures,
         slots,
         features,
@@ -594,13 +577,17 @@ def cached_batches(reading: Reading):
     batched = reading.batching.batch_size is not None
     drop = reading.batching.drop_remainder and batched
     slots = cache.slots
+    ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for pictures on disk.
+    if cache.store.reads_ahead and shuffle:
+        block_bytes = block * cache.nbytes / max(n, 1)
+        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block_bytes, 1))))
 
     def fill_epoch(epoch):
         def run(indices, batch):
             batch = dict(batch)
             boxes = augmented.windows_of(batch)
             images = tf.numpy_function(
-                lambda *args: _live[key].fill(*args),
+                lambda *args: stores.live(key).fill(*args),
                 [epoch, indices, batch["image"], boxes, *(batch[k] for k in keys)],
                 tf.uint8,
                 stateful=True,
@@ -624,7 +611,20 @@ def cached_batches(reading: Reading):
             )
         count = n // block if drop else -(-n // block)
         skip = first if batched else tf.constant(0, tf.int64)
-        rows = tf.data.Dataset.range(skip, count).map(lambda i: order[i * block : (i + 1) * block])
+
+        def permuted(i):
+            rows = order[i * block : (i + 1) * block]
+            if ahead is None:
+                return rows
+            # Pictures on disk: ask for those `ahead` blocks on (the first call: up to there).
+            start = tf.where(i == skip, skip * block, (i + ahead) * block)
+            asked = tf.numpy_function(
+                _read_ahead(key), [order[start : (i + ahead + 1) * block]], tf.int64, stateful=True
+            )
+            with tf.control_dependencies([asked]):
+                return tf.identity(rows)
+
+        rows = tf.data.Dataset.range(skip, count).map(permuted)
         if shuffle:
             # Epoch 0 streamed in the order its records came in: replay it.
             streamed = (
@@ -642,7 +642,7 @@ def cached_batches(reading: Reading):
 
         def gather(rows):
             served = tf.numpy_function(
-                lambda epoch, rows: _live[key].serve(epoch, rows),
+                lambda epoch, rows: stores.live(key).serve(epoch, rows),
                 [epoch, rows],
                 [tf.uint8, *(specs[k].dtype for k in keys)],
                 stateful=True,
@@ -662,7 +662,10 @@ def cached_batches(reading: Reading):
     def one_epoch(epoch, first):
         streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
         mode = tf.numpy_function(
-            lambda streamed: _live[key].begin(bool(streamed)), [streamed], tf.int64, stateful=True
+            lambda streamed: stores.live(key).begin(bool(streamed)),
+            [streamed],
+            tf.int64,
+            stateful=True,
         )
         # take(0) gets an empty iterator: the branch not taken is never set up, so a
         # served epoch starts without opening the shard files.
@@ -685,7 +688,7 @@ def cached_batches(reading: Reading):
             batch = dict(batch)
             boxes = augmented.windows_of(batch)
             return tf.numpy_function(
-                lambda *args: np.int64(len(_live[key].store(*args))),
+                lambda *args: np.int64(len(stores.live(key).put(*args))),
                 [indices, batch["image"], boxes, *(batch[k] for k in keys)],
                 tf.int64,
                 stateful=True,
@@ -694,14 +697,22 @@ def cached_batches(reading: Reading):
         ds = augmented.epoch_blocks(reading, None).map(run, num_parallel_calls=AUTOTUNE)
         return nothing_of(ds, spec)
 
-    # The dataset that uses these epochs keeps the cache alive (see `_live`).
+    # The dataset that uses these epochs keeps the cache alive (see `stores.register`).
     one_epoch.keep = cache
     return one_epoch
 
 
-FILL, SERVE, FILL_THEN_SERVE = arenas.FILL, arenas.SERVE, arenas.FILL_THEN_SERVE
+FILL, SERVE, FILL_THEN_SERVE = stores.FILL, stores.SERVE, stores.FILL_THEN_SERVE
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
+
+
+def _read_ahead(key: int):
+    def read_ahead(slots):
+        reads = stores.find(key)
+        return np.int64(0) if reads is None else reads.read_ahead(slots)
+
+    return read_ahead
 
 
 def _fixed_window(box) -> Callable | None:

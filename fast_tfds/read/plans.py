@@ -25,41 +25,42 @@ MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 
 
 class Plan(enum.Enum):
-    """How `read_split` turns a split's records into batches. Three kinds: cached (the
-    arena, the arena of examples, the augmented picture store), streamed from the
-    records (STREAM, plain or augmented), and per example (the fallback)."""
+    """How `read_split` turns a split's records into batches. Three kinds: from the
+    picture store (CACHED, plain or augmented), streamed from the records (STREAM,
+    plain or augmented), and per example (the fallback for what cannot be stored or is
+    decoded elsewhere: a transform, the tf.data service, outputs that vary in size; it
+    caches fixed-size examples in an arena, others with `Dataset.cache()`)."""
 
-    # cache=True, JPEGs to a fixed output size: epoch 1 parses blocks of records and
-    # decodes (at a reduced scale and resized, where the size differs) straight into
-    # the arena's rows; later epochs gather from the arena.
-    ARENA = "arena"
+    # cache=True, JPEGs to a fixed output size, with or without augment=: epoch 1
+    # decodes each picture once into the picture store (at the output size without a
+    # crop, else at the cache resolution, aspect kept) and serves its batch from it;
+    # later epochs cut every batch out of the store by the serving step, in a new
+    # order, without decoding (a plain read: a gather of whole rows).
+    CACHED = "cached"
     # cache=False, JPEGs to a fixed output size, with or without augment=: each block of
     # records parsed, each picture's window (the whole picture for a plain read) chosen
     # before it is decoded, only what it needs decoded; then flip and jitter (the
     # serving step's `decode_into`, which the loader calls too).
     STREAM = "stream"
-    # cache=True, fixed-size examples decoded one at a time (transformed, e.g. cropped,
-    # or decoded by a tf.data service): epoch 1 copies its batches into the arena.
+    # The fallback, cache=True, fixed-size examples decoded one at a time (transformed,
+    # e.g. cropped, or decoded by a tf.data service): epoch 1 copies its batches into
+    # an arena of examples; later epochs gather from it.
     ARENA_OF_EXAMPLES = "arena of examples"
-    # Everything else: examples decoded one at a time, cached per example (in memory
-    # or in files) if asked, shuffled and batched.
+    # The fallback, everything else: examples decoded one at a time, cached per example
+    # (in memory or in files) if asked, shuffled and batched.
     PER_EXAMPLE = "per example"
-    # augment=, cache=True: epoch 1 decodes each picture once into a picture cache at
-    # the cache resolution (aspect kept) and serves its crops from it; later epochs
-    # cut every batch's crops out of the cache, in a new order, without decoding.
-    AUGMENTED_CACHE = "augmented cache"
 
 
 def choose_plan(reading: Reading) -> Plan:
     """The fastest plan that can produce what the options ask for."""
     kind = reading.cache.kind
     if reading.augment is not None:  # ReadOptions allows cache=True or False only.
-        return Plan.AUGMENTED_CACHE if kind is CacheKind.MEMORY else Plan.STREAM
+        return Plan.CACHED if kind is CacheKind.MEMORY else Plan.STREAM
     if reading.parse_batch is not None:  # JPEGs decoded in blocks to the output size.
         if kind is CacheKind.OFF:
             return Plan.STREAM
-        if cached.supports(reading.block_spec):
-            return Plan.ARENA
+        if kind is CacheKind.MEMORY and cached.supports(reading.block_spec):
+            return Plan.CACHED
     # Strings (filenames) and features that vary in size cannot live in an arena.
     if kind is CacheKind.MEMORY and cached.supports(reading.examples().element_spec[1]):
         return Plan.ARENA_OF_EXAMPLES
@@ -83,24 +84,6 @@ def _index_blocks(reading: Reading, block: int):
     return lambda epoch: reading.shuffled(reading.records(epoch, indices_only=True), epoch).batch(
         block
     )
-
-
-def _arena(reading: Reading) -> MakeEpoch:
-    """Plan.ARENA: records shuffled ─ batched ─ parsed and decoded into the arena's rows
-    (epoch 1); later epochs gather from the arena."""
-    epochs = _arena_epochs(reading)
-    allocate, filled_rows = cached.arena_rows(reading, reading.block_spec)
-    make_epoch, _ = cached.arena_batches(
-        lambda epoch: reading.shuffled(reading.records(epoch), epoch).batch(epochs.block),
-        epochs,
-        specs=reading.block_spec,
-        index_blocks=_index_blocks(reading, epochs.block),
-        parse_batch=reading.parse_batch,
-        encoded=reading.encoded,
-        allocate=allocate,
-        filled_rows=filled_rows,
-    )
-    return make_epoch
 
 
 def _arena_of_examples(reading: Reading) -> MakeEpoch:
@@ -174,10 +157,10 @@ def _per_example(reading: Reading) -> MakeEpoch:
     return one_epoch
 
 
-def _augmented_cache(reading: Reading) -> MakeEpoch:
-    """Plan.AUGMENTED_CACHE: records shuffled ─ blocks parsed ─ pictures decoded into the
-    cache and the block's crops served from it (epoch 1); later epochs: a permutation
-    of the split ─ each batch's crops served from the cache ─ output."""
+def _cached(reading: Reading) -> MakeEpoch:
+    """Plan.CACHED: records shuffled ─ blocks parsed ─ pictures decoded into the store
+    and the block served from it (epoch 1); later epochs: a permutation of the split ─
+    each batch served from the store ─ output."""
     return cached.cached_batches(reading)
 
 
@@ -191,9 +174,8 @@ def _stream(reading: Reading) -> MakeEpoch:
 # Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on; the
 # caller (`epochs.repeat_epochs`) numbers the passes.
 PIPELINES: dict[Plan, Callable[[Reading], MakeEpoch]] = {
-    Plan.ARENA: _arena,
+    Plan.CACHED: _cached,
     Plan.STREAM: _stream,
     Plan.ARENA_OF_EXAMPLES: _arena_of_examples,
     Plan.PER_EXAMPLE: _per_example,
-    Plan.AUGMENTED_CACHE: _augmented_cache,
 }

@@ -31,3 +31,9 @@ def arena_rows(made) -> list[Output]:
     """Every row of an arena as an example: its image and its label."""
     images, labels = made.arrays["image"], made.arrays["label"]
     return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]
+
+
+def store_rows(made) -> list[Output]:
+    """Every picture of a plain read's store as an example: its image and its label."""
+    images, labels = made.pictures.rows(), made.store.features["label"]
+    return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]

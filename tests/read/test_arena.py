@@ -1,5 +1,7 @@
-"""The arena (cache=True): what it holds once filled, refills after a stopped epoch,
-copies of resized examples, its memory, and fills whose dataset is gone."""
+"""The caches of a tf.data read (cache=True): the picture store of a plain read (what
+it holds once filled, a stopped fill completed, its memory) and the fallback's arena of
+examples (copies of transformed examples, refills after a stopped epoch, its memory,
+fills whose dataset is gone)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import tensorflow as tf
 from PIL import Image
 
 from fast_tfds.cache import arena
+from fast_tfds.cache import store as stores
 from fast_tfds.read import cached
 from fast_tfds.read.decoding import BlockImages
 from tests.pairs import Output
@@ -24,33 +27,40 @@ def _new_arena(before: set[int]) -> arena.Arena:
     return made
 
 
+def _new_store(before: set[int]) -> cached.StoreReads:
+    (made,) = (c for c in stores.live_caches() if c.key not in before)
+    assert isinstance(made, cached.StoreReads)
+    return made
+
+
 def _keys() -> set[int]:
-    return {a.key for a in arena.live_arenas()}
+    return {c.key for c in stores.live_caches()}
 
 
-def test_the_arena_holds_the_split_once_filled(cats_data_dir, cats_builder, stored):
+def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stored):
     pairs = collections.Counter(
         (digest(ex["image"].numpy()), int(ex["label"])) for ex in cats_builder.as_dataset("train")
     )
     n = sum(pairs.values())
-    before, held = _keys(), arena.bytes_held()
+    before, held = _keys(), stores.bytes_held()
     ds = read(cats_data_dir)
-    made = _new_arena(before)
-    # Reserved up front for the whole split: the images' uint8 bytes and the labels.
-    assert made.num_examples == n and not made.filled
-    assert arena.bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 8)
+    made = _new_store(before)
+    # Reserved up front for the whole split: each picture at the output size, in uint8.
+    assert len(made.store) == n and not made.store.filled
+    assert made.pictures.uniform
+    assert stores.bytes_held() - held == made.nbytes == n * 224 * 224 * 3
 
     stored["train"].check(epoch(ds))  # The fill.
-    assert made.filled
-    rows = made.arrays["image"]
-    in_arena = collections.Counter(
-        (digest(image), int(label)) for image, label in zip(rows, made.arrays["label"], strict=True)
+    assert made.store.filled
+    rows, labels = made.pictures.rows(), made.store.features["label"]
+    in_store = collections.Counter(
+        (digest(image), int(label)) for image, label in zip(rows, labels, strict=True)
     )
-    assert in_arena == pairs, "every example of the split, once, with its label"
+    assert in_store == pairs, "every example of the split, once, with its label"
 
     # A served epoch is gathered from those rows, not decoded again: a row changed
-    # in the arena arrives changed, with its label.
-    label = int(made.arrays["label"][0])
+    # in the store arrives changed, with its label.
+    label = int(labels[0])
     changed, rows[0] = Output(digest(rows[0]), label), 0
     served = collections.Counter(epoch(ds))
     swapped = collections.Counter({changed: -1, Output(digest(rows[0]), label): 1})
@@ -64,33 +74,48 @@ def test_only_flat_fixed_size_numbers_fit_an_arena():
     assert not cached.supports((tf.TensorSpec([2], tf.uint8),))
 
 
-def test_an_epoch_stopped_early_is_decoded_again(cats_data_dir, stored):
+def test_a_fill_stopped_early_is_completed_by_the_next_epoch(cats_data_dir, stored):
     before = _keys()
     ds = read(cats_data_dir, batch_size=1)  # Many batches: prefetching cannot finish the fill.
+    made = _new_store(before)
+    iterator = iter(ds)
+    epoch(iterator, batches=2)  # A partial first epoch: the store is not complete.
+    del iterator
+    written = made.store.pictures.images.written
+    assert 0 < written.sum() < len(written), "the first epoch should have stopped mid-fill"
+    stored["train"].check(epoch(ds))  # Fills the rest, serving every example once.
+    assert made.store.filled
+    stored["train"].check(epoch(ds))
+
+
+def test_batches_of_a_stopped_fill_keep_their_pixels(cats_data_dir, stored):
+    # The batches a fill hands on are copies cut from the store: the epoch after a
+    # stopped one writes the store, never what batches still hold.
+    before = _keys()
+    ds = read(cats_data_dir, batch_size=1)  # Many batches: prefetching cannot finish the fill.
+    made = _new_store(before)
+    iterator = iter(ds)
+    held = [next(iterator)[0] for _ in range(3)]
+    digests = [digest(image) for batch in held for image in batch.numpy()]
+    del iterator
+    assert not made.store.filled, "the first epoch should have stopped before filling the store"
+    for _ in range(2):  # The rest of the fill, then an epoch from the store.
+        stored["train"].check(epoch(ds))
+    assert [digest(image) for batch in held for image in batch.numpy()] == digests
+
+
+def test_an_epoch_of_examples_stopped_early_is_decoded_again(cats_data_dir, stored):
+    # The arena of examples (a transform) refills a stopped fill from the start.
+    before = _keys()
+    ds = read(cats_data_dir, batch_size=1, transform=dict)
     made = _new_arena(before)
     iterator = iter(ds)
-    epoch(iterator, batches=2)  # A partial first epoch: the arena is not complete.
+    epoch(iterator, batches=2)
     del iterator
     assert not made.filled, "the first epoch should have stopped before filling the arena"
     stored["train"].check(epoch(ds))
     assert made.filled
     stored["train"].check(epoch(ds))
-
-
-def test_batches_of_a_stopped_fill_keep_their_pixels(cats_data_dir, stored):
-    # uint8 batches of a fill are the arena's rows, not copies. The refill after
-    # a stopped epoch must not write into rows that batches still hold.
-    before = _keys()
-    ds = read(cats_data_dir, batch_size=1)  # Many batches: prefetching cannot finish the fill.
-    made = _new_arena(before)
-    iterator = iter(ds)
-    held = [next(iterator)[0] for _ in range(3)]
-    digests = [digest(image) for batch in held for image in batch.numpy()]
-    del iterator
-    assert not made.filled, "the first epoch should have stopped before filling the arena"
-    for _ in range(2):  # The refill, then an epoch from the arena.
-        stored["train"].check(epoch(ds))
-    assert [digest(image) for batch in held for image in batch.numpy()] == digests
 
 
 def test_transformed_examples_are_copied_into_the_arena(cats_data_dir, stored):
@@ -108,22 +133,23 @@ def test_transformed_examples_are_copied_into_the_arena(cats_data_dir, stored):
     truth.check(arena_rows(made), size=32)
 
 
-def test_the_arena_is_freed_with_its_dataset(cats_data_dir):
+@pytest.mark.parametrize("options", [{}, {"transform": dict}], ids=["store", "arena"])
+def test_the_cache_is_freed_with_its_dataset(cats_data_dir, options):
     before = _keys()
-    ds = read(cats_data_dir)
-    made = _new_arena(before)
+    ds = read(cats_data_dir, **options)
+    (made,) = (c for c in stores.live_caches() if c.key not in before)
     key, nbytes = made.key, made.nbytes
     del made
     epoch(ds)
     epoch(ds)
-    held = arena.bytes_held()
+    held = stores.bytes_held()
     assert key in _keys() and held >= nbytes
     del ds
     gc.collect()
-    # Other tests' arenas may go in the same collection (a failed test's, kept by its
+    # Other tests' caches may go in the same collection (a failed test's, kept by its
     # traceback): this one must, with all its bytes.
     assert key not in _keys()
-    assert arena.bytes_held() <= held - nbytes
+    assert stores.bytes_held() <= held - nbytes
 
 
 def _jpeg(height: int, width: int) -> bytes:

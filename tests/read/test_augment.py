@@ -198,7 +198,7 @@ def test_input_pipelines_keep_the_split_s_example_numbers(cats_data_dir, cats_sp
 
 def test_the_plans_chosen(cats_data_dir):
     builder = tfds.builder("cats_vs_dogs_fast/224", data_dir=cats_data_dir)
-    for cache, plan in ((True, plans.Plan.AUGMENTED_CACHE), (False, plans.Plan.STREAM)):
+    for cache, plan in ((True, plans.Plan.CACHED), (False, plans.Plan.STREAM)):
         options = read_options(augment=Augment(), cache=cache)
         assert plans.choose_plan(Reading.start(builder, "train", options)) is plan
 

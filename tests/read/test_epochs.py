@@ -24,11 +24,11 @@ Plan = plans.Plan
 
 # Options, and the plan they take: each plan's pipeline is code of its own.
 PLANS = [
-    ({}, Plan.ARENA),
-    ({"batch_size": None, "dtype": tf.float32}, Plan.ARENA),
+    ({}, Plan.CACHED),
+    ({"batch_size": None, "dtype": tf.float32}, Plan.CACHED),
     ({"cache": False}, Plan.STREAM),
     # Another output size: decoded at a reduced scale and resized, in blocks too.
-    ({"image_size": 32}, Plan.ARENA),
+    ({"image_size": 32}, Plan.CACHED),
     ({"image_size": 32, "cache": False}, Plan.STREAM),
     # A transform works on each example: decoded one at a time.
     ({"transform": dict}, Plan.ARENA_OF_EXAMPLES),

@@ -1,5 +1,5 @@
 """Every fixed output size takes the block decoder, in every plan, and every example
-arrives exactly once per epoch with its own label; the arena goes to disk when it does
+arrives exactly once per epoch with its own label; the store goes to disk when it does
 not fit the memory budget (the option, or a real cgroup limit), and a killed fill is
 never trusted."""
 
@@ -24,7 +24,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from fast_tfds.cache import arena, disk_rows
+from fast_tfds.cache import disk_rows
+from fast_tfds.cache import store as stores
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
@@ -32,7 +33,7 @@ from fast_tfds.read.split_reading import Reading
 from tests.children import TIMEOUT_S
 from tests.helpers import REPO, child_env
 from tests.pairs import Truth
-from tests.read.reading import arena_rows, epoch, read
+from tests.read.reading import epoch, read, store_rows
 
 SIZES = (160, 224, 384)
 CONFIGS = ("224", "original")
@@ -53,9 +54,9 @@ def test_every_size_is_read_in_blocks_with_every_example_once(
 ):
     builder = tfds.builder("cats_vs_dogs_fast", config=config, data_dir=cats_data_dir)
     reading = Reading.start(builder, "train", ReadOptions(image_size=size, cache=cache))
-    assert plans.choose_plan(reading) is (plans.Plan.ARENA if cache else plans.Plan.STREAM)
+    assert plans.choose_plan(reading) is (plans.Plan.CACHED if cache else plans.Plan.STREAM)
     ds = read(cats_data_dir, config=config, image_size=size, cache=cache)
-    for _ in range(2):  # With the cache: the fill, then an epoch served from the arena.
+    for _ in range(2):  # With the cache: the fill, then an epoch served from the store.
         truth[config].check(epoch(ds), size=size)
 
 
@@ -159,13 +160,14 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     cats_data_dir, truth, tmp_path, caplog
 ):
     folder = tmp_path / "rows"
-    before = set(map(id, arena.live_arenas()))
+    before = set(map(id, stores.live_caches()))
     ds = read(cats_data_dir, config="original", image_size=160, cache_budget=1, cache_dir=folder)
-    (made,) = [a for a in arena.live_arenas() if id(a) not in before]
-    files = _arena_files(folder)  # One per feature: the images and the labels.
+    (made,) = [c for c in stores.live_caches() if id(c) not in before]
+    files = _arena_files(folder)  # The pictures' pixels (the labels stay in memory).
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
-    assert str(folder) in _mapping_of(made.arrays["image"])
+    assert str(folder) in _mapping_of(made.pictures.images.buffer)
+    assert made.store.reads_ahead
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
@@ -173,7 +175,7 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     # Once filled, the rows are written back and marked for random reads (no read-around
     # of the device's whole read-ahead window at each fault).
     assert _random_read_mappings(folder) == [True] * len(files)
-    truth["original"].check(arena_rows(made), size=160)
+    truth["original"].check(store_rows(made), size=160)
     del ds, made
     import gc
 
@@ -183,17 +185,16 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
 
 def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_path, caplog):
     folder = tmp_path / "rows"
-    before, held = set(map(id, arena.live_arenas())), arena.bytes_held()
+    before, held = set(map(id, stores.live_caches())), stores.bytes_held()
     ds = read(cats_data_dir, image_size=160, cache_budget=1 << 40, cache_dir=folder)
-    (made,) = [a for a in arena.live_arenas() if id(a) not in before]
+    (made,) = [c for c in stores.live_caches() if id(c) not in before]
     n = len(truth["224"])
-    assert made.num_examples == n and arena.bytes_held() - held == n * (160 * 160 * 3 + 8)
-    for _ in range(2):  # The fill, then an epoch from the arena.
+    assert len(made.store) == n and stores.bytes_held() - held == n * 160 * 160 * 3
+    for _ in range(2):  # The fill, then an epoch from the store.
         truth["224"].check(epoch(ds), size=160)
-    assert made.filled and not made.reads_ahead
-    # Its rows are anonymous memory of this process, not a mapped file.
-    assert _mapping_of(made.arrays["image"]) is None
-    assert _mapping_of(made.arrays["label"]) is None
+    assert made.store.filled and not made.store.reads_ahead
+    # Its pictures are anonymous memory of this process, not a mapped file.
+    assert _mapping_of(made.pictures.images.buffer) is None
     assert "memory-mapped file" not in caplog.text
     assert not folder.exists() or _arena_files(folder) == []
 
