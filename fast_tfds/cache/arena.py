@@ -1,4 +1,7 @@
-"""The arena: a split's decoded examples in one preallocated array per feature.
+"""The arena of examples: a split's examples, decoded elsewhere (by a transform, or the
+tf.data service's workers), in one preallocated array per feature: the fallback's
+cache for fixed-size examples (pictures decoded from the records go to the picture
+store, `store`).
 
 A split's size, and for fixed-size output each example's shape, are known before
 reading, so the cache is laid out up front (`[N, 224, 224, 3]` uint8 for the images)
@@ -20,7 +23,6 @@ import mmap
 import sys
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
@@ -29,22 +31,12 @@ from fast_tfds.cache.memory import Allocate, allocate_in_memory  # noqa: F401  (
 from fast_tfds.cache.store import FILL, FILL_THEN_SERVE, SERVE  # noqa: F401  (the epoch modes)
 
 
-class BlockDecoder(Protocol):
-    """Decodes a block of JPEG bytes (`fast_tfds.read.decoding.BlockImages`)."""
-
-    def decode(self, jpegs: np.ndarray) -> np.ndarray: ...
-
-    def decode_into(self, jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray: ...
-
-
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """One feature of the arena: the shape and dtype of one example's value, and,
-    for a feature that arrives as JPEG bytes, the decoder that writes its rows."""
+    """One feature of the arena: the shape and dtype of one example's value."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
-    encoded: BlockDecoder | None = None
 
 
 class Arena:
@@ -69,7 +61,6 @@ class Arena:
         self.num_examples = num_examples
         self.keys = sorted(columns)
         self.columns = {k: columns[k] for k in self.keys}
-        self.encoded = [k for k in self.keys if self.columns[k].encoded is not None]
         self._allocate_column = allocate or allocate_in_memory
         if filled_rows is not None:
             wanted = {
@@ -107,58 +98,46 @@ class Arena:
             mode = SERVE if self._filled else FILL if streamed else FILL_THEN_SERVE
             return np.array([mode, self._generation], np.int64)
 
-    def write(self, generation, rows, *columns) -> list[np.ndarray]:
+    def write(self, generation, rows, *columns) -> np.int64:
         """Puts one batch of examples (one array per key, in `keys` order) at `rows` (one
-        row per example, or the first of consecutive rows), decoding the encoded
-        features there; returns [0, *the decoded features] (the 0 is a value the graph
-        can depend on)."""
+        row per example, or the first of consecutive rows); returns 0 (a value the
+        graph can depend on)."""
         rows = np.asarray(rows, np.int64)
         if rows.ndim == 0:
             rows = np.arange(int(rows), int(rows) + len(columns[0]), dtype=np.int64)
         n = len(rows)
-        # Consecutive rows (an unshuffled fill) are one slice, decoded in place; others
-        # are decoded into a block and copied to their rows (a copy is cheap next to a
-        # decode).
+        # Consecutive rows (an unshuffled fill) are one slice, written in place.
         start = int(rows[0]) if n else 0
         run = n == 0 or bool(np.array_equal(rows, np.arange(start, start + n)))
         with self._lock:
             live = int(generation) == self._generation and not self._filled
             arrays = self.arrays
-        decoded = []
+        if not live:
+            return np.int64(0)
         for key, column in zip(self.keys, columns, strict=True):
-            decoder = self.columns[key].encoded
-            if live and run:
+            if run:
                 target = arrays[key][start : start + n]
                 prefault(target)
-                if decoder is not None:
-                    decoded.append(decoder.decode_into(column, target))
-                else:
-                    target[...] = column
-            elif decoder is not None:
-                images = decoder.decode(column)
-                decoded.append(images)
-                if live:
-                    arrays[key][rows] = images
-            elif live:
+                target[...] = column
+            else:
                 arrays[key][rows] = column
-        if live:
-            wrote = getattr(self._allocate_column, "wrote", None)
-            if wrote is not None:
-                for first, count in _runs(rows):
-                    wrote(arrays, first, count)
-            with self._lock:
-                done = False
-                if int(generation) == self._generation:
-                    self._written += n
-                    self._filled = done = self._written == self.num_examples
-            complete = getattr(self._allocate_column, "complete", None)
-            filled = getattr(self._allocate_column, "filled", None)
-            if done and complete is not None:
-                complete(arrays, self.replace_rows)
-            elif done and filled is not None:
-                for array in arrays.values():
-                    filled(array)
-        return [np.int64(0), *decoded]
+        wrote = getattr(self._allocate_column, "wrote", None)
+        if wrote is not None:
+            for first, count in _runs(rows):
+                wrote(arrays, first, count)
+        with self._lock:
+            done = False
+            if int(generation) == self._generation:
+                self._written += n
+                self._filled = done = self._written == self.num_examples
+        complete = getattr(self._allocate_column, "complete", None)
+        filled = getattr(self._allocate_column, "filled", None)
+        if done and complete is not None:
+            complete(arrays, self.replace_rows)
+        elif done and filled is not None:
+            for array in arrays.values():
+                filled(array)
+        return np.int64(0)
 
     def replace_rows(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
         """Serves `new` (the same rows, elsewhere: the persistent file's mapping) instead
@@ -231,15 +210,11 @@ def rows(key: int, feature: bytes) -> np.ndarray:
     return stores.live(key).arrays[feature.decode()]
 
 
-def write(key: int, decoders: dict, generation, rows, *columns) -> list[np.ndarray]:
-    """`Arena.write` on the arena of `key`. `decoders` gives, per key in sorted order,
-    the decoder of the encoded features (None for the others)."""
+def write(key: int, generation, rows, *columns) -> np.int64:
+    """`Arena.write` on the arena of `key`; nothing once its dataset is gone (an iterator
+    that still runs has its batches all the same)."""
     arena = stores.find(key)
-    if arena is not None:
-        return arena.write(generation, rows, *columns)
-    # The dataset, and so its arena, is gone while an iterator still runs: decode only.
-    columns = dict(zip(sorted(decoders), columns, strict=True))
-    return [np.int64(0), *(d.decode(columns[k]) for k, d in decoders.items() if d is not None)]
+    return np.int64(0) if arena is None else arena.write(generation, rows, *columns)
 
 
 # -- backing the rows before they are written ----------------------------------------

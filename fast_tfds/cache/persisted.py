@@ -353,7 +353,6 @@ def open_rows(
     origin: Origin,
     slot_examples,
     *,
-    image: str | None,
     output_size: tuple[int, int] | None,
     features: dict[str, tuple],
     folder: str | os.PathLike | None,
@@ -361,38 +360,25 @@ def open_rows(
     what: str,
     decoder: str | None = None,
 ) -> Rows | None:
-    """The rows of a fixed-row cache of `slot_examples`, in the same file, under the same
-    key, as a picture store at the output size (`open_pictures` with shorter_side None):
-    column `image` (uint8 [h, w, 3] per example, decoded by our decoder) is the file's
-    pictures, and every other column of `features` ({name: (shape, dtype)}) a kept
-    feature. `image` None: a store of decoded examples only (`key`'s pictures=False).
-    None when this run caches as without persist (one log line said why)."""
-    kept = {k: v for k, v in features.items() if k != image}
-    if image is not None:
-        shape, dtype = features[image]
-        if tuple(shape) != (*output_size, 3) or np.dtype(dtype) != np.uint8:
-            raise ValueError(f"{image!r}: {dtype}{list(shape)} is not a picture of {output_size}")
-    if origin.hook is None or not_kept(kept) is not None:
+    """The rows of an arena of examples of `slot_examples` (decoded elsewhere: a
+    transform, the tf.data service), each column of `features` ({name: (shape,
+    dtype)}) a kept feature of the one kind of file, keyed with pictures=False. None
+    when this run caches as without persist (one log line said why)."""
+    if origin.hook is None or not_kept(features) is not None:
         return None  # The arena holds nothing a picture store could not.
-    made = key(
-        origin, slot_examples, output_size, None, kept, pictures=image is not None, decoder=decoder
-    )
+    made = key(origin, slot_examples, output_size, None, features, pictures=False, decoder=decoder)
     if made is None:
         return None
     n = len(np.asarray(slot_examples).reshape(-1))
-    if image is None:
-        picture_bytes, columns = 0, _feature_columns(kept)
-    else:
-        picture_bytes = n * int(np.prod(output_size)) * 3
-        columns = _picture_columns(picture_bytes, kept)
-    over = not placement.fits_in_memory(picture_bytes + n * _row_bytes(kept), budget)
+    columns = _feature_columns(features)
+    over = not placement.fits_in_memory(n * _row_bytes(features), budget)
     opened = persistent.open_or_plan(
         disk_rows.default_folder() if folder is None else folder,
         made,
         lambda: (n, columns, over),
         what=what,
     )
-    return _rows(opened, image, output_size, kept, n, over)
+    return _rows(opened, features, over)
 
 
 def _row_bytes(features: dict[str, tuple]) -> int:
@@ -416,12 +402,12 @@ def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple
     }
 
 
-def _rows(opened, image, output_size, kept, n, over) -> Rows | None:
-    names = _ArenaNames(image, output_size, kept, n)
+def _rows(opened, kept, over) -> Rows | None:
+    names = _ArenaNames(kept)
     if opened.rows is not None:
         try:
             filled = names.arena(opened.rows)
-        except ValueError:  # The key names the layout; a mismatch is a damaged file.
+        except KeyError:  # The key names the layout; a mismatch is a damaged file.
             return None
         return Rows(filled, persistent.ReadAhead() if over else None, opened.path)
     if opened.allocate is None:
@@ -431,19 +417,12 @@ def _rows(opened, image, output_size, kept, n, over) -> Rows | None:
 
 @dataclasses.dataclass(frozen=True)
 class _ArenaNames:
-    """The arena's columns as views of the file's: the pictures' bytes as [n, h, w, 3]
-    rows, each feature/<name> as <name>."""
+    """The arena's columns as views of the file's: each feature/<name> as <name>."""
 
-    image: str | None
-    output_size: tuple[int, int] | None
     kept: dict
-    n: int
 
     def arena(self, file: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        view = {k: file[FEATURE + k] for k in self.kept}
-        if self.image is not None:
-            view[self.image] = file[PICTURES].reshape(self.n, *self.output_size, 3)
-        return view
+        return {k: file[FEATURE + k] for k in self.kept}
 
 
 class _ArenaFill:
@@ -463,9 +442,6 @@ class _ArenaFill:
     def columns(self, wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
         layout = self.fill.layout
         file = self.fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in layout.columns})
-        if self.names.image is not None:
-            file[HEIGHTS][...] = self.names.output_size[0]
-            file[WIDTHS][...] = self.names.output_size[1]
         arena = self.names.arena(file)
         self._current = (arena, file)
         return arena

@@ -62,10 +62,10 @@ from fast_tfds.core import aligned, dataset_hooks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
-from fast_tfds.read.decoding import WINDOW_KEY, BlockImages
+from fast_tfds.read.decoding import WINDOW_KEY
 from fast_tfds.read.options import Batching, Order
 from fast_tfds.read.output import INDEX_KEY
-from fast_tfds.read.parsing import UNBATCHED_BLOCK, BatchParser
+from fast_tfds.read.parsing import UNBATCHED_BLOCK
 from fast_tfds.read.records import Slots, batches_per_epoch
 from fast_tfds.read.split_reading import Reading
 
@@ -131,8 +131,6 @@ def arena_batches(
     *,
     specs: dict[str, tf.TensorSpec],
     index_blocks: IndexBlocks | None = None,
-    parse_batch: BatchParser | None = None,
-    encoded: dict[str, BlockImages] | None = None,
     allocate: arenas.Allocate | None = None,
     filled_rows: dict[str, np.ndarray] | None = None,
 ) -> tuple[Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset], arenas.Arena]:
@@ -147,16 +145,11 @@ def arena_batches(
     permutation of the split drawn from (seed, epoch), which an empty arena (a resumed
     run) first fills for, in the record order, without output.
 
-    `blocks` give serialized records that `parse_batch` parses, or example dicts.
-    `encoded` gives the features that arrive as JPEG bytes ({'image': BlockImages}):
-    they are decoded into the arena's rows. `allocate` gives the arena its memory
+    `blocks` give example dicts. `allocate` gives the arena its memory
     (default: anonymous memory; see `placement`); `filled_rows` are rows already filled
     (a persistent arena's file), served from the first epoch.
     """
-    encoded = encoded or {}
-    arena = arenas.Arena(
-        epochs.num_examples, _columns(specs, encoded), allocate, filled_rows=filled_rows
-    )
+    arena = arenas.Arena(epochs.num_examples, _columns(specs), allocate, filled_rows=filled_rows)
     key = arena.key
     shuffle = epochs.order.shuffle
 
@@ -175,14 +168,14 @@ def arena_batches(
         fill_count = tf.where(mode == arenas.FILL, tf.constant(-1, tf.int64), 0)
         quiet_count = tf.where(mode == arenas.FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
         serve_count = tf.where(mode == arenas.FILL, tf.constant(0, tf.int64), -1)
-        filled = _fill(blocks(epoch), arena, specs, epochs, parse_batch, generation)
+        filled = _fill(blocks(epoch), arena, epochs, generation)
         filled = filled.skip(first)  # Skipped batches are written all the same.
         # The served part looks up the rows when it starts: after a fill before it.
         served = tf.data.Dataset.from_tensors(0).flat_map(
             lambda _: _serve(arena, specs, epochs, epoch, first, index_blocks)
         )
         quiet = nothing_of(
-            _fill(blocks(None), arena, specs, epochs, parse_batch, generation, output=False),
+            _fill(blocks(None), arena, epochs, generation, output=False),
             served.element_spec,
         )
         return (
@@ -210,29 +203,31 @@ def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
     return sum(spec.shape.num_elements() * spec.dtype.size for spec in specs.values())
 
 
-def _columns(specs: dict[str, tf.TensorSpec], encoded) -> dict[str, arenas.Column]:
+def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, arenas.Column]:
     return {
-        k: arenas.Column(
-            tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype), encoded.get(k)
-        )
+        k: arenas.Column(tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
         for k, spec in specs.items()
     }
 
 
-def _fill(blocks, arena, specs, epochs: ArenaEpochs, parse_batch, generation, output=True):
+def _fill(blocks, arena, epochs: ArenaEpochs, generation, output=True):
     """The blocks, each written at its examples' rows, then (`output`) converted.
 
     The output conversion (`output_fn`) runs in the same function as the write: one
     pipeline stage less per batch.
     """
     batch_size = epochs.batching.batch_size
+    key = arena.key  # By key, not the arena itself: TensorFlow keeps the callable for good.
 
     def store(indices, batch):
-        if parse_batch is not None:
-            batch = parse_batch(batch)
-        done, decoded = _write(arena, specs, generation, epochs.rows_of(indices), batch)
+        done = tf.numpy_function(
+            lambda *args: arenas.write(key, *args),
+            [generation, epochs.rows_of(indices), *(batch[k] for k in arena.keys)],
+            tf.int64,
+            stateful=True,
+        )
         with tf.control_dependencies([done]):
-            batch = {k: tf.identity(v) for k, v in {**batch, **decoded}.items()}
+            batch = {k: tf.identity(v) for k, v in batch.items()}
         if not output:
             return done
         if epochs.with_index:
@@ -250,25 +245,6 @@ def _fill(blocks, arena, specs, epochs: ArenaEpochs, parse_batch, generation, ou
         ds = ds.filter(lambda *batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
         ds = ds.map(_with_batch_dim(batch_size))
     return ds
-
-
-def _write(arena, specs, generation, rows, batch: dict) -> tuple[tf.Tensor, dict]:
-    """`arena.write(generation, rows, *batch)` in the graph; returns a tensor to depend
-    on and the decoded features."""
-    # By key, not the arena itself: TensorFlow keeps the callable for good.
-    key = arena.key
-    decoders = {k: arena.columns[k].encoded for k in arena.keys}
-    done, *decoded = tf.numpy_function(
-        lambda *args: arenas.write(key, decoders, *args),
-        [generation, rows, *(batch[k] for k in arena.keys)],
-        [tf.int64, *(specs[k].dtype for k in arena.encoded)],
-        stateful=True,
-    )
-    shaped = {
-        k: tf.ensure_shape(images, [None, *specs[k].shape])
-        for k, images in zip(arena.encoded, decoded, strict=True)
-    }
-    return done, shaped
 
 
 def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.data.Dataset:
@@ -750,13 +726,10 @@ def arena_rows(reading, specs: dict[str, tf.TensorSpec]):
     or where this run cannot persist, memory or disk rows (`placement`)."""
     if not reading.cache.persist:
         return arena_allocator(reading, specs), None
-    # The JPEGs decoded here in blocks at the output size: the picture store's pixels.
-    image = "image" if reading.encoded and set(reading.encoded) == {"image"} else None
     rows = stored_pictures.open_rows(
         pictures_origin(reading),
         reading.slots.index,
-        image=image,
-        output_size=as_hw(reading.image_size) if image is None else tuple(specs[image].shape[:2]),
+        output_size=as_hw(reading.image_size),
         features={k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()},
         folder=reading.cache.folder,
         budget=reading.cache.budget,

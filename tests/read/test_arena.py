@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import collections
 import gc
-import io
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image
 
 from fast_tfds.cache import arena
 from fast_tfds.cache import store as stores
 from fast_tfds.read import cached
-from fast_tfds.read.decoding import BlockImages
 from tests.pairs import Output
 from tests.read.reading import arena_rows, digest, epoch, read
 
@@ -152,26 +149,13 @@ def test_the_cache_is_freed_with_its_dataset(cats_data_dir, options):
     assert stores.bytes_held() <= held - nbytes
 
 
-def _jpeg(height: int, width: int) -> bytes:
-    pixels = np.random.default_rng(0).integers(0, 256, (height, width, 3), np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "JPEG", quality=90)
-    return out.getvalue()
-
-
-def test_a_fill_whose_arena_is_gone_still_decodes():
-    columns = {
-        "image": arena.Column((48, 64, 3), np.dtype(np.uint8), BlockImages((48, 64, 3), False)),
-        "label": arena.Column((), np.dtype(np.int64)),
-    }
+def test_a_fill_whose_arena_is_gone_still_runs():
+    # An iterator may outlive its dataset (and so the arena): its writes are dropped.
+    columns = {"label": arena.Column((), np.dtype(np.int64))}
     key = arena.Arena(2, columns).key  # Gone at once: nothing holds it.
     gc.collect()
     assert key not in _keys()
-    jpegs = np.array([_jpeg(48, 64)] * 2, dtype=object)
-    decoders = {"image": columns["image"].encoded, "label": None}
-    _, images = arena.write(key, decoders, 1, 0, jpegs, np.array([0, 1]))
-    expected = np.stack([tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs])
-    np.testing.assert_array_equal(images, expected)
+    assert arena.write(key, 1, 0, np.array([0, 1])) == 0
 
 
 def test_rows_come_from_the_allocation_given():
