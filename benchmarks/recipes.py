@@ -24,9 +24,24 @@ once per round, the rounds interleaved (see `benchmarks.sizes`):
 - ours, `original` read at 224 with `augment=`: random-resized crop + flip from the
   cache (served epochs), the epoch that fills it, without a cache, with colour
   jitter on, the center crop for evaluation (`Augment.eval()`), and the Grain loader
-  with and without its cache.
+  with and without its cache;
+- issue 31's stronger recipes, each ours cached (and the fill), without a cache and the
+  loader's three: `Augment(rotate=15)` (against the crop + flip), TrivialAugmentWide +
+  erasing 0.25, torchvision's RandAugment, timm's `rand-m9-mstd0.5-inc1`, and
+  TrivialAugmentWide + erasing with timm's `Mix(0.8, 1.0, label_smoothing=0.1)` (mix=
+  reads shuffled, so against the same recipe read shuffled, unmixed);
+- their peers, on the same JPEG bytes: Keras' `RandAugment` layer mapped on the batches
+  of TF official's crop (`Keras RandAugment on TF RRC batches`, what Keras documents);
+  and, each in a process of its own with its own Python (`benchmarks.peers`; an optional
+  install: a row that cannot run says why): TF Model Garden's RandAugment mapped per
+  example after the same crop (`--tfm-python`), torchvision v2's RandomResizedCrop + flip
+  + TrivialAugmentWide + RandomErasing(0.25) on uint8 tensors in a `DataLoader` with 2
+  workers (`--torch-python`), and DALI's `auto_aug` TrivialAugmentWide and RandAugment
+  after its crop, on the CPU (`--dali-python`).
 
 Every ratio names the row it is taken against. Every epoch must count every image.
+Per core, for issue 31's targets: images per CPU-second (CPU seconds of every thread of
+the process, and of a peer's worker processes), the row's over its reference's, per round.
 Ours run with tf.data's autotuning off (as `as_fast_dataset` returns them); TensorFlow's
 rows run at tf.data's defaults, as users write them, unless `--no-autotune` turns it off
 there too (the decoders' comparison: no epoch of theirs then runs on one core).
@@ -38,14 +53,13 @@ import argparse
 import gc
 import json
 import os
-import pickle
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import data
+from benchmarks import data, peers
 from benchmarks.sizes import (
     BATCH,
     Clock,
@@ -79,6 +93,36 @@ TF_RRC_RECORDS = "tfds.load + TF official RRC+flip"
 # ImageNet values.
 JITTER = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1}
 
+# The peers of issue 31's recipes. Keras' RandAugment layer mapped on the batches of TF
+# official's crop (Keras documents the layer on tf.data batches; Keras has no random-resized
+# crop), at its defaults (2 ops, factor 0.5).
+KERAS_RA = "Keras RandAugment on TF RRC batches"
+MODEL_GARDEN_RA = "Model Garden RandAugment per example"
+TORCHVISION_TA = "torchvision v2 TrivialAugment+erase"
+TORCH_WORKERS = 2
+DALI_RRC = "DALI CPU RRC+flip"
+DALI_TA = "DALI CPU RRC+flip+TrivialAugment"
+DALI_RA = "DALI CPU RRC+flip+RandAugment"
+# Ours, each a row cached (with its fill), without a cache, and the loader's.
+ROTATE = "RRC+flip+rotate 15"
+TA_ERASE = "TrivialAugment+erase"
+RAND_AUGMENT = "RandAugment"
+TIMM_RA = "timm rand-m9-mstd0.5-inc1"
+TA_ERASE_SHUFFLED = "TrivialAugment+erase shuffled"
+MIXED = "TrivialAugment+erase+mix"
+_RA_PEERS = (KERAS_RA, MODEL_GARDEN_RA, DALI_RA)
+# recipe: (references of its cached row, of its no-cache row), the first first.
+STRONG = {
+    ROTATE: (("ours RRC+flip, cached",), ("ours RRC+flip, no cache",)),
+    TA_ERASE: (
+        ("ours RRC+flip, cached", KERAS_RA, MODEL_GARDEN_RA, TORCHVISION_TA, DALI_TA),
+        ("ours RRC+flip, no cache", KERAS_RA, MODEL_GARDEN_RA, TORCHVISION_TA, DALI_TA),
+    ),
+    RAND_AUGMENT: (("ours RRC+flip, cached", *_RA_PEERS), ("ours RRC+flip, no cache", *_RA_PEERS)),
+    TIMM_RA: (("ours RRC+flip, cached", *_RA_PEERS), ("ours RRC+flip, no cache", *_RA_PEERS)),
+    MIXED: ((f"ours {TA_ERASE_SHUFFLED}, cached",), (f"ours {TA_ERASE}, no cache",)),
+}
+
 # Issue targets, printed next to what was measured (facts, not pass/fail).
 TARGETS = {
     "ours RRC+flip, cached": f">= 10,000 images/s and >= 4x {TF_RRC}",
@@ -88,6 +132,69 @@ TARGETS = {
     "loader RRC+flip, cached": "within 10% of ours RRC+flip, cached",
     "loader RRC+flip, no cache": "within 10% of ours RRC+flip, no cache",
 }
+
+
+PEERS = (KERAS_RA, MODEL_GARDEN_RA, TORCHVISION_TA, DALI_TA, DALI_RA)
+# Issue 31's targets: (row, reference, how the ratio is taken, the target). "images/s": the
+# row's rate over the reference's; "per core": the same of images per CPU-second (each side's
+# CPU seconds: every thread of its process, and its worker processes); "time": the row's
+# time per image over the reference's (the inverse of the rate ratio).
+STRONG_TARGETS = (
+    (f"ours {TA_ERASE}, cached", "ours RRC+flip, cached", "images/s", ">=", 0.5),
+    (f"ours {TA_ERASE}, cached", KERAS_RA, "images/s", ">=", 50),
+    (f"ours {TA_ERASE}, cached", MODEL_GARDEN_RA, "per core", ">=", 3),
+    (f"ours {TA_ERASE}, cached", TORCHVISION_TA, "per core", ">=", 3),
+    (f"ours {ROTATE}, cached", "ours RRC+flip, cached", "time", "<=", 1.1),
+    (f"ours {MIXED}, cached", f"ours {TA_ERASE_SHUFFLED}, cached", "time", "<=", 1.1),
+)
+
+
+def per_core(rows: dict[str, Row], timed: dict) -> dict:
+    """{row: {reference: median, min and max over rounds of the ratio of images per
+    CPU-second}}: per core, what each side did with the CPU time it took."""
+    out = {}
+    for name, row in rows.items():
+        for reference in row.references:
+            pairs = list(zip(timed[name], timed[reference], strict=True))
+            if any(e["cpu_seconds"] <= 0 for pair in pairs for e in pair):
+                continue  # An epoch shorter than the CPU clock's tick (a tiny sample).
+            ratios = [
+                (a["images"] / a["cpu_seconds"]) / (b["images"] / b["cpu_seconds"])
+                for a, b in pairs
+            ]
+            out.setdefault(name, {})[reference] = {
+                "median": statistics.median(ratios),
+                "min": min(ratios),
+                "max": max(ratios),
+            }
+    return out
+
+
+def strong_targets(summary: dict, cores: dict) -> list[str]:
+    """One line per target of issue 31: what was measured against it, or why not."""
+    lines = []
+    for name, reference, how, sign, target in STRONG_TARGETS:
+        if name not in summary or reference not in summary:
+            missing = name if name not in summary else reference
+            lines.append(f"  {name} vs {reference}: {how} {sign} {target}: {missing} did not run")
+            continue
+        ratios = (
+            cores if how == "per core" else {n: s.get("ratios", {}) for n, s in summary.items()}
+        )
+        r = ratios.get(name, {}).get(reference)
+        if r is None:
+            lines.append(f"  {name} vs {reference}: {how}: CPU time below the clock's tick")
+            continue
+        if how == "time":
+            low, median, high = 1 / r["max"], 1 / r["median"], 1 / r["min"]
+        else:
+            low, median, high = r["min"], r["median"], r["max"]
+        met = median >= target if sign == ">=" else median <= target
+        lines.append(
+            f"  {name} vs {reference}: {how} {sign} {target}: measured {median:.2f}x "
+            f"[{low:.2f}-{high:.2f}] ({'met' if met else 'NOT met'})"
+        )
+    return lines
 
 
 def _row(measure, *references: str) -> Row:
@@ -134,6 +241,12 @@ def _keras_layers(reader):
 def _tf_official_rrc(pairs):
     """TF official models' `random_crop_image` + resize + flip, of (JPEG bytes, label)
     pairs (held in memory, or `tfds.load`'s records)."""
+    return _mapped(pairs, tf_official_crop())
+
+
+def tf_official_crop():
+    """fn(jpeg, label) -> (uint8 224 x 224 picture, label): the crop of `_tf_official_rrc`,
+    per example (the Model Garden peer runs it too, in a process of its own)."""
     import tensorflow as tf
 
     def crop(jpeg, label):
@@ -155,7 +268,22 @@ def _tf_official_rrc(pairs):
         image = tf.image.random_flip_left_right(image)
         return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8), label
 
-    return _mapped(pairs, crop)
+    return crop
+
+
+def _keras_randaugment(pairs):
+    """Keras' `RandAugment` layer (its defaults: 2 ops, factor 0.5) mapped on the batches
+    of TF official's crop, as Keras documents preprocessing layers on tf.data."""
+    import tensorflow as tf
+
+    randaug = tf.keras.layers.RandAugment(value_range=(0, 255))
+
+    def augment(images, labels):
+        images = randaug(images, training=True)
+        return tf.cast(tf.clip_by_value(images, 0, 255), tf.uint8), labels
+
+    ds = _tf_official_rrc(pairs).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def _tf_center_crop(jpegs, labels, shorter_side: int = 256):
@@ -182,7 +310,7 @@ class Rows:
         self,
         data_dir: Path,
         work: Path,
-        dali_python: str | None,
+        pythons: dict[str, str | None] | None = None,
         with_loader=True,
         autotune: bool = True,
     ):
@@ -212,16 +340,65 @@ class Rows:
         rows["Keras layers on cached batches (224)"] = _row(
             _epochs(_keras_layers(cached_224)), "course notes per-example aug (224)"
         )
-        dali, why = _dali(jpegs, work, dali_python)
-        if dali is None:
-            self.unavailable["DALI CPU RRC+flip"] = why
-        else:
-            rows["DALI CPU RRC+flip"] = _row(dali, TF_RRC)
+        rows[KERAS_RA] = _row(_epochs(tuned(_keras_randaugment(_in_memory(jpegs, labels)))), TF_RRC)
+        self._peers(rows, work, jpegs, labels, pythons or {})
         del jpegs, labels
         self._ours(rows)
         if with_loader:
             self._loader_rows(rows, _array_record_dir(builders["original"]))
+        self._strong(rows, _array_record_dir(builders["original"]) if with_loader else None)
         self.rows = rows
+
+    def _peers(self, rows: dict, work: Path, jpegs, labels, pythons: dict) -> None:
+        """The optional peers, each in a process of its own (`benchmarks.peers`)."""
+        jpegs_path = peers.pickled(work, "jpegs.pickle", jpegs)
+        pairs_path = peers.pickled(work, "pairs.pickle", (jpegs, labels))
+        dali_how = "pip install nvidia-dali-cuda120 into a venv, then --dali-python VENV/bin/python"
+        threads = str(os.cpu_count() or 1)
+        for name, policy, reference in (
+            (DALI_RRC, "rrc", TF_RRC),
+            (DALI_TA, "trivial_augment_wide", DALI_RRC),
+            (DALI_RA, "rand_augment", DALI_RRC),
+        ):
+            args = [jpegs_path, str(BATCH), str(SIZE), threads, policy]
+            epoch, why = peers.peer(
+                pythons.get("dali"), "nvidia.dali", dali_how, peers.DALI, args, work
+            )
+            self._peer_row(rows, name, epoch, why, reference)
+        tfm_how = (
+            "pip install --no-deps tf-models-official tf-keras gin-config pycocotools into a "
+            "venv that sees this TensorFlow, then --tfm-python VENV/bin/python"
+        )
+        args = [pairs_path, str(BATCH), str(SIZE), peers.repo_root()]
+        epoch, why = peers.peer(
+            pythons.get("tfm"),
+            "official.vision.ops.augment",
+            tfm_how,
+            peers.MODEL_GARDEN,
+            args,
+            work,
+        )
+        self._peer_row(rows, MODEL_GARDEN_RA, epoch, why, TF_RRC)
+        torch_how = (
+            "pip install torch==2.14.1 torchvision==0.29.1 into a venv, "
+            "then --torch-python VENV/bin/python"
+        )
+        args = [pairs_path, str(BATCH), str(SIZE), str(TORCH_WORKERS)]
+        epoch, why = peers.peer(
+            pythons.get("torch"),
+            "torchvision.transforms.v2",
+            torch_how,
+            peers.TORCHVISION,
+            args,
+            work,
+        )
+        self._peer_row(rows, TORCHVISION_TA, epoch, why, TF_RRC)
+
+    def _peer_row(self, rows: dict, name: str, epoch, why: str | None, reference: str) -> None:
+        if epoch is None:
+            self.unavailable[name] = why
+        else:
+            rows[name] = _row(epoch, reference)
 
     def _reader(self, config: str, **options):
         import tensorflow as tf
@@ -236,8 +413,7 @@ class Rows:
             image_size=SIZE,
             batch_size=BATCH,
             dtype=tf.uint8,
-            shuffle=False,
-            **options,
+            **{"shuffle": False, **options},
         )
 
     def _ours(self, rows: dict) -> None:
@@ -265,14 +441,14 @@ class Rows:
         no_aug = self._reader("original", cache=False)
         rows["ours no augmentation, no cache"] = _row(_epochs(no_aug), TF_RRC, TF_RRC_RECORDS)
 
-    def _cached(self, augment):
+    def _cached(self, augment, **options):
         """(fill, served): a new dataset every round, so that each round fills its cache."""
         held = {}
 
         def fill():
             held.pop("ds", None)
             gc.collect()
-            held["ds"] = self._reader("original", cache=True, augment=augment, seed=0)
+            held["ds"] = self._reader("original", cache=True, augment=augment, seed=0, **options)
             return _epoch(held["ds"])
 
         def served():
@@ -293,6 +469,12 @@ class Rows:
             self.unavailable["loader RRC+flip"] = f"as_fast_loader(augment=) not here: {err}"
             return
 
+        self._loader_recipe(rows, builder_dir, "RRC+flip", Augment())
+
+    def _loader_recipe(self, rows: dict, builder_dir: Path, recipe: str, augment, mix=None):
+        """The loader's fill, cached and no-cache rows of one recipe, each against ours."""
+        from fast_tfds import as_fast_loader
+
         def make(cache: bool):
             return as_fast_loader(
                 DATASET,
@@ -300,9 +482,10 @@ class Rows:
                 download_and_prepare=False,
                 image_size=SIZE,
                 batch_size=BATCH,
-                shuffle=False,
+                shuffle=mix is not None,  # mix= is for training reads: shuffled
                 seed=0,
-                augment=Augment(),
+                augment=augment,
+                mix=mix,
                 cache=cache,
                 num_epochs=None,
             )
@@ -330,8 +513,8 @@ class Rows:
             held["epoch"] = epochs_of(held["loader"])
             return held["epoch"]()
 
-        rows["loader RRC+flip, cache fill"] = _row(fill, "ours RRC+flip, cache fill")
-        rows["loader RRC+flip, cached"] = _row(lambda: held["epoch"](), "ours RRC+flip, cached")
+        rows[f"loader {recipe}, cache fill"] = _row(fill, f"ours {recipe}, cache fill")
+        rows[f"loader {recipe}, cached"] = _row(lambda: held["epoch"](), f"ours {recipe}, cached")
 
         def uncached():
             loader = make(False)
@@ -340,83 +523,47 @@ class Rows:
             finally:
                 loader.close()
 
-        rows["loader RRC+flip, no cache"] = _row(uncached, "ours RRC+flip, no cache")
+        rows[f"loader {recipe}, no cache"] = _row(uncached, f"ours {recipe}, no cache")
 
-
-# The DALI peer, run by a Python that has DALI (`pip install nvidia-dali-cuda120`).
-_DALI = r"""
-import json, pickle, sys, time
-import numpy as np
-from nvidia.dali import fn, pipeline_def, types
-
-jpegs = pickle.load(open(sys.argv[1], "rb"))
-batch, size, threads = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-arrays = [np.frombuffer(j, np.uint8) for j in jpegs]
-
-def source(iteration):
-    start = iteration * batch
-    if start >= len(arrays):
-        raise StopIteration
-    return arrays[start : start + batch]
-
-@pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=0)
-def rrc():
-    data = fn.external_source(source=source, batch=True, dtype=types.UINT8)
-    images = fn.decoders.image_random_crop(
-        data, device="cpu", output_type=types.RGB,
-        random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10)
-    images = fn.resize(images, resize_x=size, resize_y=size)
-    return fn.flip(images, horizontal=fn.random.coin_flip())
-
-pipe = rrc()
-pipe.build()
-
-def epoch():
-    images = 0
-    start, cpu = time.perf_counter(), time.process_time()
-    while True:
+    def _strong(self, rows: dict, builder_dir: Path | None) -> None:
+        """Issue 31's recipes: ours cached (and its fill), without a cache, and the loader."""
         try:
-            (out,) = pipe.run()
-        except StopIteration:
-            break
-        images += len(out)
-    pipe.reset()
-    return {"images": images, "seconds": time.perf_counter() - start,
-            "cpu_seconds": time.process_time() - cpu}
+            from fast_tfds import Augment, Mix
 
-epoch()  # warm-up: allocation, threads
-print("EPOCH " + json.dumps(epoch()))
-"""
-
-
-def _dali(jpegs: list[bytes], work: Path, python: str | None):
-    """(fn() -> one epoch of DALI's CPU random-resized crop in a process of its own,
-    None) or (None, why) when DALI cannot run."""
-    python = python or sys.executable
-    probe = subprocess.run(
-        [python, "-c", "import nvidia.dali"], capture_output=True, text=True, timeout=120
-    )
-    if probe.returncode != 0:
-        return None, (
-            f"DALI cannot be imported by {python} "
-            "(pip install nvidia-dali-cuda120 into a venv, then --dali-python VENV/bin/python)"
+            Augment(auto_augment="trivial_augment_wide", erase=0.25, rotate=15)
+        except (ImportError, TypeError) as err:
+            for recipe in STRONG:
+                self.unavailable[f"ours {recipe}"] = f"Augment(auto_augment=...) not here: {err}"
+            return
+        mix = Mix(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1)
+        recipes = {
+            ROTATE: Augment(rotate=15),
+            TA_ERASE: Augment(auto_augment="trivial_augment_wide", erase=0.25),
+            RAND_AUGMENT: Augment(auto_augment="rand_augment"),
+            TIMM_RA: Augment(auto_augment="rand-m9-mstd0.5-inc1"),
+        }
+        for recipe, augment in recipes.items():
+            cached, uncached = STRONG[recipe]
+            fill, served = self._cached(augment)
+            rows[f"ours {recipe}, cache fill"] = _row(fill, "ours RRC+flip, cache fill")
+            rows[f"ours {recipe}, cached"] = _row(served, *cached)
+            no_cache = self._reader("original", cache=False, augment=augment, seed=0)
+            rows[f"ours {recipe}, no cache"] = _row(_epochs(no_cache), *uncached)
+        # mix= needs a shuffled (training) read: its reference is the same read unmixed.
+        fill, served = self._cached(recipes[TA_ERASE], shuffle=True)
+        rows[f"ours {TA_ERASE_SHUFFLED}, cache fill"] = _row(fill, f"ours {TA_ERASE}, cache fill")
+        rows[f"ours {TA_ERASE_SHUFFLED}, cached"] = _row(served, f"ours {TA_ERASE}, cached")
+        fill, served = self._cached(recipes[TA_ERASE], shuffle=True, mix=mix)
+        rows[f"ours {MIXED}, cache fill"] = _row(fill, f"ours {TA_ERASE_SHUFFLED}, cache fill")
+        rows[f"ours {MIXED}, cached"] = _row(served, *STRONG[MIXED][0])
+        no_cache = self._reader(
+            "original", cache=False, augment=recipes[TA_ERASE], seed=0, shuffle=True, mix=mix
         )
-    path = work / "jpegs.pickle"
-    path.write_bytes(pickle.dumps(jpegs))
-
-    def epoch():
-        done = subprocess.run(
-            [python, "-c", _DALI, str(path), str(BATCH), str(SIZE), str(os.cpu_count() or 1)],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        line = [x for x in done.stdout.splitlines() if x.startswith("EPOCH ")]
-        if done.returncode != 0 or not line:
-            raise RuntimeError("DALI row: " + (done.stderr.strip().splitlines() or ["?"])[-1])
-        return json.loads(line[-1].removeprefix("EPOCH "))
-
-    return epoch, None
+        rows[f"ours {MIXED}, no cache"] = _row(_epochs(no_cache), *STRONG[MIXED][1])
+        if builder_dir is not None:
+            for recipe, augment in recipes.items():
+                self._loader_recipe(rows, builder_dir, recipe, augment)
+            self._loader_recipe(rows, builder_dir, MIXED, recipes[TA_ERASE], mix)
 
 
 def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
@@ -435,7 +582,16 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p.add_argument("--data-dir", help=f"a TFDS data dir with {DATASET} built in 224 and original")
     p.add_argument(
         "--dali-python",
-        help="a Python with NVIDIA DALI installed, for the DALI row (default: this one)",
+        help="a Python with NVIDIA DALI installed, for the DALI rows (default: this one)",
+    )
+    p.add_argument(
+        "--tfm-python",
+        help="a Python with tf-models-official beside TensorFlow, for Model Garden's "
+        "RandAugment row (default: this one)",
+    )
+    p.add_argument(
+        "--torch-python",
+        help="a Python with torch and torchvision, for torchvision's row (default: this one)",
     )
     p.add_argument("--no-loader", action="store_true", help="leave out the Grain loader rows")
     p.add_argument(
@@ -462,16 +618,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
         made = Rows(
             data_dir,
             Path(tmp),
-            args.dali_python,
+            {"dali": args.dali_python, "tfm": args.tfm_python, "torch": args.torch_python},
             with_loader=not args.no_loader,
             autotune=not args.no_autotune,
         )
         unavailable = made.unavailable
-        rows = {n: r for n, r in made.rows.items() if all(ref in made.rows for ref in r.references)}
+        # A reference that did not run (an optional peer) is left out of the row's ratios.
+        rows = {
+            n: Row(r.measure, tuple(ref for ref in r.references if ref in made.rows))
+            for n, r in made.rows.items()
+        }
         images = made.images
         print(f"{images:,} images; {len(rows)} rows, {args.rounds} rounds", flush=True)
         warmup, timed = run(rows, args.rounds)
         summary = summarize(rows, timed)
+        cores = per_core(rows, timed)
         del made, rows
         gc.collect()
     errors = count_errors(warmup, timed, images)
@@ -483,6 +644,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
     print(table(summary, timed))
     for name, why in unavailable.items():
         print(f"{name}: not run: {why}")
+    print("\nPer core: images per CPU-second (CPU seconds of every thread of the process, and of")
+    print("a peer's worker processes), the row's over its reference's, median [min-max] of rounds:")
+    for name, by_reference in cores.items():
+        for reference, r in by_reference.items():
+            if reference in PEERS:
+                ratio = f"{r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+                print(f"  {name:<44} {ratio:<20} of {reference}")
+    print("\nTargets (issue 31), the median of the per-round ratios [min-max]:")
+    print("\n".join(strong_targets(summary, cores)))
     print("\nTargets (issue 23), for reading the ratios above:")
     for name, target in TARGETS.items():
         print(f"  {name}: {target}")
@@ -503,6 +673,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks recipe
         "warmup": warmup,
         "epochs": timed,
         "summary": summary,
+        "per_core": cores,
+        "strong_targets": strong_targets(summary, cores),
         "counts_consistent": not errors,
         "errors": errors,
     }

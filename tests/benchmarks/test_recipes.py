@@ -63,3 +63,32 @@ def test_a_row_that_cannot_run_says_why(recipes_run):
     assert ("DALI CPU RRC+flip" in ran) != ("DALI CPU RRC+flip" in recipes_run["unavailable"])
     for name, why in recipes_run["unavailable"].items():
         assert name not in ran and why, name
+
+
+def test_the_strong_recipes_run_ours_cached_uncached_and_the_loader(recipes_run):
+    ran = set(recipes_run["epochs"])
+    for recipe in recipes.STRONG:
+        for kind in ("cached", "cache fill", "no cache"):
+            assert f"ours {recipe}, {kind}" in ran, recipe
+            assert f"loader {recipe}, {kind}" in ran, recipe
+        summary = recipes_run["summary"]
+        assert summary[f"loader {recipe}, cached"]["vs"] == f"ours {recipe}, cached"
+    assert recipes.KERAS_RA in ran  # TensorFlow and Keras are ours too: it always runs
+    ratios = recipes_run["summary"][f"ours {recipes.TA_ERASE}, cached"]["ratios"]
+    assert list(ratios)[:2] == ["ours RRC+flip, cached", recipes.KERAS_RA]
+    # mix= reads shuffled: its reference is the same recipe read shuffled, unmixed.
+    mixed = recipes_run["summary"][f"ours {recipes.MIXED}, cached"]
+    assert mixed["vs"] == f"ours {recipes.TA_ERASE_SHUFFLED}, cached"
+
+
+def test_each_peer_runs_or_says_why_and_every_target_has_a_line(recipes_run):
+    ran, unavailable = set(recipes_run["epochs"]), recipes_run["unavailable"]
+    for peer in (*recipes.PEERS, recipes.DALI_RRC):
+        assert (peer in ran) != (peer in unavailable), peer
+        if peer in unavailable:
+            assert "\n" not in unavailable[peer] and "--" in unavailable[peer], peer
+    # A peer that did not run is left out of the ratios of the rows that name it.
+    for name, summary in recipes_run["summary"].items():
+        assert set(summary.get("ratios", {})) <= ran, name
+        assert set(recipes_run["per_core"].get(name, {})) <= ran, name
+    assert len(recipes_run["strong_targets"]) == len(recipes.STRONG_TARGETS)

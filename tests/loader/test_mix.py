@@ -13,7 +13,7 @@ import pytest
 
 import cats_vs_dogs_fast
 from fast_tfds import Augment, Mix
-from fast_tfds.augment import mixing
+from tests import mixing_checks
 
 BATCH = 15  # 56 examples: 3 batches of 15 and a last, odd one of 11
 CLASSES = 2
@@ -38,23 +38,9 @@ def epochs(batches, count=2):
 def test_each_batch_is_mixed_by_seed_epoch_and_batch_index(cats_array_record_dir, options):
     plain = epochs(loader(cats_array_record_dir, **options))
     mixed = epochs(loader(cats_array_record_dir, mix=TIMM, **options))
-    kinds = set()
-    for epoch, (plain_batches, mixed_batches) in enumerate(zip(plain, mixed, strict=True)):
-        assert len(mixed_batches) == 4 and len(mixed_batches[-1][0]) == 11
-        for index, ((images, labels), (got, targets)) in enumerate(
-            zip(plain_batches, mixed_batches, strict=True)
-        ):
-            want, want_targets, _ = mixing.mix(
-                images.copy(), labels, CLASSES, TIMM, seed=SEED, epoch=epoch, batch=index
-            )
-            kinds.add(TIMM.draw(SEED, epoch, index, *images.shape[1:3])[1] is not None)
-            np.testing.assert_array_equal(got, want)
-            assert targets.dtype == np.float32 and targets.shape == (len(images), CLASSES)
-            np.testing.assert_allclose(targets, want_targets, atol=1e-6)
-            np.testing.assert_allclose(targets.sum(1), 1, atol=1e-6)
-        middle = plain_batches[-1][0][5]  # the odd batch's middle picture stays
-        np.testing.assert_array_equal(mixed_batches[-1][0][5], middle)
-    assert kinds == {False, True}
+    mixing_checks.assert_mixed_by_seed_epoch_and_batch_index(
+        plain, mixed, TIMM, seed=SEED, classes=CLASSES, batches=4, last=11
+    )
 
 
 def test_the_same_seed_repeats_and_another_differs(cats_array_record_dir):
@@ -62,10 +48,7 @@ def test_the_same_seed_repeats_and_another_differs(cats_array_record_dir):
     first = epochs(loader(cats_array_record_dir, mix=m), 1)[0]
     again = epochs(loader(cats_array_record_dir, mix=m), 1)[0]
     other = epochs(loader(cats_array_record_dir, mix=m, seed=SEED + 1), 1)[0]
-    for a, b in zip(first, again, strict=True):
-        np.testing.assert_array_equal(a[0], b[0])
-        np.testing.assert_array_equal(a[1], b[1])
-    assert sum(np.array_equal(a[0], c[0]) for a, c in zip(first, other, strict=True)) == 0
+    mixing_checks.assert_same_seed_repeats_and_another_differs(first, again, other)
 
 
 @pytest.mark.parametrize("cache", [False, True])
