@@ -3,15 +3,23 @@ threshold inverted (threshold 256 or more: unchanged; 0: the negative)."""
 
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 
 _LEVELS = np.arange(256)
 
 
+@functools.lru_cache(maxsize=512)
+def _table(threshold: float) -> np.ndarray:
+    # Made once per threshold (a policy's are a few bins'): building it per picture
+    # cost as much as using it.
+    return np.where(_LEVELS < threshold, _LEVELS, 255 - _LEVELS).astype(np.uint8)
+
+
 def apply(image: np.ndarray, threshold: float) -> None:
     """In place."""
     if threshold > 255:
         return
-    lut = np.where(_LEVELS < threshold, _LEVELS, 255 - _LEVELS).astype(np.uint8)
-    cv2.LUT(image, lut, dst=image)
+    cv2.LUT(image, _table(float(threshold)), dst=image)
