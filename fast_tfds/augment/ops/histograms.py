@@ -15,8 +15,11 @@ def of(image: np.ndarray) -> np.ndarray:
 
 
 def apply_luts(image: np.ndarray, luts: np.ndarray) -> None:
-    """image[..., c] <- luts[c][image[..., c]], in place, one pass (cv2.LUT with a
-    3-channel table)."""
-    table = np.empty((256, 1, 3), np.uint8)
-    table[:, 0, :] = luts.T
-    cv2.LUT(image, table, dst=image)
+    """image[..., c] <- luts[c][image[..., c]], in place: the channels split, each
+    through its own table, merged back (OpenCV's LUT with a 3-channel table is a
+    scalar loop, about twice the time of the three planes and their split and merge)."""
+    tables = np.ascontiguousarray(luts, np.uint8)
+    planes = cv2.split(image)
+    for plane, table in zip(planes, tables, strict=True):
+        cv2.LUT(plane, table, dst=plane)
+    cv2.merge(planes, dst=image)
