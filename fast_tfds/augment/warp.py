@@ -291,7 +291,9 @@ def _outside_into(warped: np.ndarray, mask: np.ndarray) -> None:
         cv2.compare(np.ascontiguousarray(warped[..., 3]), 128, cv2.CMP_LT, dst=mask)
 
 
-def _warp(picture, opencv: np.ndarray, shrunk: bool, box, edges, out: np.ndarray, mask) -> None:
+def _warp(
+    picture, opencv: np.ndarray, shrunk: bool, box, edges, out: np.ndarray, mask, blank=False
+) -> None:
     """`warp_into` with the map and the edges' levels made (`_copy_maps`, `_edge_levels`).
 
     The warp reads a 4-channel copy of the window (OpenCV's bilinear warp is
@@ -334,7 +336,11 @@ def _warp(picture, opencv: np.ndarray, shrunk: bool, box, edges, out: np.ndarray
         (width, height),
         dst=warped,
         flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-        borderMode=cv2.BORDER_REPLICATE,
+        # Past the ring: every such pixel is filled, and OpenCV samples it 6-14 times
+        # faster as a constant than by repeating the edge (a sheared picture: 0.11
+        # against 0.21 ms). Repeated where a pixel op reads the picture before its
+        # fill is painted (`blank` False), so that it reads no black.
+        borderMode=cv2.BORDER_CONSTANT if blank else cv2.BORDER_REPLICATE,
     )
     if mask is not None:
         _outside_into(warped, mask)
@@ -352,7 +358,8 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
     elif batch.warped[i]:
         mask = _scratch("mask", out.shape[:2])
         edges = batch.edges[i].tolist()
-        _warp(picture, batch.opencv[i], bool(batch.shrunk[i]), box, edges, out, mask)
+        blank = batch.steps[i][0].op is None  # the fill comes first
+        _warp(picture, batch.opencv[i], bool(batch.shrunk[i]), box, edges, out, mask, blank)
     else:
         kernels._resize_into(picture[y0:y1, x0:x1], out)
         if batch.flip[i]:

