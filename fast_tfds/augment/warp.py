@@ -349,22 +349,26 @@ def _warp(
 
 def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -> None:
     y0, y1, x0, x1 = box
+    steps = batch.steps[i]
     if batch.shifted is not None and batch.shifted[i]:
         crop = _scratch("shifted", out.shape)
         kernels._resize_into(picture[y0:y1, x0:x1], crop)
         if batch.flip[i]:
             cv2.flip(crop, 1, dst=crop)
         _shift_into(crop, *batch.shifts[i].tolist(), out, fill)
+        if steps[0].op is None:
+            # The first fill step, first: its bands are those just painted.
+            steps = steps[1:]
     elif batch.warped[i]:
         mask = _scratch("mask", out.shape[:2])
         edges = batch.edges[i].tolist()
-        blank = batch.steps[i][0].op is None  # the fill comes first
+        blank = steps[0].op is None  # the fill comes first
         _warp(picture, batch.opencv[i], bool(batch.shrunk[i]), box, edges, out, mask, blank)
     else:
         kernels._resize_into(picture[y0:y1, x0:x1], out)
         if batch.flip[i]:
             cv2.flip(out, 1, dst=out)
-    for step in batch.steps[i]:
+    for step in steps:
         if step.op is not None:
             step.op(out, step.argument)
         elif step.remaining is None:
