@@ -221,8 +221,9 @@ def _edge_levels(base: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output
         axis=1,
     )
     u = np.clip(inward, -0.5, 0.5)
-    ring = np.where(u < 0, -2 * u / (1 - 2 * u), 0.0)
-    outermost = np.where(u < 0, 1.0, 1 / (1 + 2 * u))
+    inward, outward = np.maximum(u, 0.0), np.minimum(u, 0.0)  # finite in both branches
+    ring = -2 * outward / (1 - 2 * outward)
+    outermost = 1 / (1 + 2 * inward)
     levels = np.empty((len(boxes), 8), np.uint8)
     # Strictly below and at least one half, whatever the rounding.
     levels[:, 0::2] = np.minimum(np.floor(ring * 255), 127)
