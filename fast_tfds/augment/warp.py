@@ -31,7 +31,7 @@ in the recipe's order: pixel ops, and the fills that geometric ops leave.
 - Whole-pixel translations (torchvision truncates its translations to whole pixels):
   where the geometric ops of a picture add up to one, the window is cut and resized
   as without geometry and shifted into place, and its fill painted by slices: a
-  resize and a copy instead of a warp and a mask's warp.
+  resize and a copy instead of a warp.
 
 Pixel ops run on the warped output, in order. Where a pixel op came before a
 geometric op in the recipe, it runs here on the final framing rather than the
