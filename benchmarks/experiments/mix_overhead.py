@@ -92,6 +92,7 @@ def mix_alone(reader, batches: int = 30) -> None:
         costs = []
         for into in (None, out):
             work = images.copy()
+            mixing.mix(work, labels, 2, mix, seed=0, epoch=1, batch=0, out=into)  # warm-up
             cpu = cpu_seconds()
             for b in range(batches):
                 mixing.mix(work, labels, 2, mix, seed=0, epoch=0, batch=b, out=into)
