@@ -12,8 +12,9 @@ median epoch time with `mix=` over that of the same reader without it (the refer
 both cached crop + flip (`Augment()`), uint8, batch 64, seed 0. The CPU ratio is the
 same for this process's CPU seconds per epoch (all its threads: what the epoch costs,
 less swayed by other work than the wall time). Last, each mix alone on one batch of
-the reference's pictures, CPU per batch, in place (the loader's way) and into a new
-array (tf.data's).
+the reference's pictures, this thread's CPU per batch (the loader's threads stopped),
+in place (the loader's way) and into a new array (tf.data's); `--alone-only` runs just
+that.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def epoch_seconds(reader) -> tuple[float, int, float]:
 
 
 def mix_alone(reader, batches: int = 30) -> None:
-    """Each row's mix on one batch of `reader`'s pictures, CPU ms per batch."""
+    """Each row's mix on one batch of `reader`'s pictures, this thread's CPU ms per
+    batch (the process's would count the loader's threads, still filling its buffer)."""
     import numpy as np
 
     import fast_tfds
@@ -82,6 +84,7 @@ def mix_alone(reader, batches: int = 30) -> None:
 
     images, labels, *_ = next(iter(reader))
     images, labels = np.array(images), np.array(labels)
+    reader.close()
     out = aligned.empty(images.shape)
     shape = list(images.shape)
     print(f"  each mix alone on a batch {shape}, CPU ms per batch ({batches} batches):")
@@ -93,10 +96,10 @@ def mix_alone(reader, batches: int = 30) -> None:
         for into in (None, out):
             work = images.copy()
             mixing.mix(work, labels, 2, mix, seed=0, epoch=1, batch=0, out=into)  # warm-up
-            cpu = cpu_seconds()
+            cpu = time.thread_time()
             for b in range(batches):
                 mixing.mix(work, labels, 2, mix, seed=0, epoch=0, batch=b, out=into)
-            costs.append((cpu_seconds() - cpu) / batches * 1e3)
+            costs.append((time.thread_time() - cpu) / batches * 1e3)
         print(f"    {name:52s} in place {costs[0]:5.2f}  into a new array {costs[1]:5.2f}")
 
 
@@ -105,12 +108,18 @@ def main() -> None:
     parser.add_argument("data_dir")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--alone-only", action="store_true", help="each mix alone, no epochs")
     args = parser.parse_args()
     for back_end in ("tf.data", "loader"):
+        if args.alone_only and back_end != "loader":
+            continue
         try:
             made = readers(args.data_dir, args.batch, back_end)
         except Exception as err:  # e.g. no ArrayRecord files for the loader
             print(f"{back_end}: skipped ({str(err).splitlines()[0]})")
+            continue
+        if args.alone_only:
+            mix_alone(made[next(iter(ROWS))])
             continue
         for reader in made.values():
             epoch_seconds(reader)  # epoch 1 fills the cache
