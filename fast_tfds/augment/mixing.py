@@ -27,6 +27,8 @@ of at most half a level, invisible to a model that normalizes its input); pass
 from __future__ import annotations
 
 import dataclasses
+import math
+import threading
 
 import cv2
 import numpy as np
@@ -198,9 +200,24 @@ def _mixed_targets(targets: np.ndarray, lam: float) -> np.ndarray:
 def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
     """Pictures i and B - 1 - i, each lam of itself and 1 - lam of the other."""
     a, b = out[i], out[len(out) - 1 - i]
-    kept = a.copy()
+    blended = _scratch(a.shape, a.dtype)
+    cv2.addWeighted(b, lam, a, 1 - lam, 0, dst=blended)
     cv2.addWeighted(a, lam, b, 1 - lam, 0, dst=a)
-    cv2.addWeighted(b, lam, kept, 1 - lam, 0, dst=b)
+    np.copyto(b, blended)
+
+
+_local = threading.local()
+
+
+def _scratch(shape, dtype) -> np.ndarray:
+    """This thread's reused buffer viewed as `shape` (a picture's copy per pair is
+    past malloc's mmap threshold: a fresh mapping, page faults included, each time)."""
+    dtype = np.dtype(dtype)
+    size = math.prod(shape) * dtype.itemsize
+    buffer = getattr(_local, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _local.buffer = np.empty(size, np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
 
 
 def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads):
@@ -212,13 +229,10 @@ def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_
         return images, targets, lam
     last = len(images) - 1
     if box is not None:
+        # Two whole-batch copies (numpy's per-picture assignments cost twice as much).
         y0, y1, x0, x1 = box
-
-        def paste(i: int) -> None:
-            out[i] = images[i]
-            out[i, y0:y1, x0:x1] = images[last - i, y0:y1, x0:x1]
-
-        kernels._parallel(len(images), num_threads, paste)
+        np.copyto(out, images)
+        out[:, y0:y1, x0:x1] = images[::-1, y0:y1, x0:x1]
     else:
         kernels._parallel(
             len(images),

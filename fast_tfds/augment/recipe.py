@@ -80,7 +80,7 @@ def apply_into(
             heights = [p.shape[0] for p in pictures]
             widths = [p.shape[1] for p in pictures]
         drawn = windows.sample(recipe.augment, seed, epoch, indices, heights, widths, size)
-    steps: list[list[tuple]] = [[] for _ in indices]
+    steps: list[list[tuple]] = [[] for _ in range(len(indices))]
     if drawn.jittered_mask.any():
         jitter = kernels.Jitter(drawn)
         for i in np.flatnonzero(drawn.jittered_mask):

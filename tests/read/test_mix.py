@@ -120,3 +120,32 @@ def test_bad_options_are_one_line(cats_data_dir, options, message):
     with pytest.raises(ValueError, match=message) as err:
         read(cats_data_dir, **options)
     assert "\n" not in str(err.value)
+
+
+def test_batches_kept_keep_their_pixels_while_the_mixer_reuses_its_arrays(cats_data_dir):
+    # The mixer's outputs are reused once no tensor holds them: batches kept as tensors
+    # (more than the arrays it keeps) still hold what they held when they were read.
+    ds = read(cats_data_dir, cache=True, augment=Augment(), mix=Mix(mixup_alpha=0.8))
+    kept, copies = [], []
+    for _ in range(3):
+        for images, _ in ds:
+            kept.append(images)
+            copies.append(np.array(images))
+    assert len(kept) > 8
+    for tensor, copy in zip(kept, copies, strict=True):
+        np.testing.assert_array_equal(tensor.numpy(), copy)
+
+
+def test_the_mixers_output_arrays_are_reused_only_once_free():
+    from fast_tfds.read.mixed import _Outputs
+
+    outputs = _Outputs(keep=2)
+    first = outputs.get((2, 3, 3, 3))
+    second = outputs.get((2, 3, 3, 3))
+    assert first is not second
+    held = id(second)
+    del first
+    again = outputs.get((2, 3, 3, 3))  # the first one, free again
+    assert id(again) != held and again is outputs._arrays[0]
+    assert outputs.get((2, 3, 3, 3)) is not again  # both held: a new one, not kept
+    assert len(outputs._arrays) == 2

@@ -14,18 +14,16 @@ from fast_tfds.augment.ops import histograms
 
 
 def luts(histogram: np.ndarray) -> np.ndarray:
-    """[3, 256] tables for a [3, 256] histogram."""
-    tables = np.tile(np.arange(256), (3, 1))
-    for c, counts in enumerate(histogram):
-        present = counts[counts > 0]
-        if len(present) <= 1:
-            continue
-        step = (int(present.sum()) - int(present[-1])) // 255
-        if step == 0:
-            continue
-        below = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        tables[c] = np.minimum(255, (step // 2 + below) // step)
-    return tables
+    """[3, 256] tables for a [3, 256] histogram (the three channels at once)."""
+    histogram = np.asarray(histogram, np.int64)
+    levels = np.arange(256)
+    # The count of each channel's brightest present value.
+    brightest = histogram[np.arange(3), 255 - np.argmax(histogram[:, ::-1] > 0, axis=1)]
+    step = ((histogram.sum(axis=1) - brightest) // 255)[:, None]
+    below = np.cumsum(histogram, axis=1) - histogram
+    kept = ((histogram > 0).sum(axis=1)[:, None] <= 1) | (step == 0)
+    tables = np.minimum(255, (step // 2 + below) // np.maximum(step, 1))
+    return np.where(kept, levels, tables)
 
 
 def apply(image: np.ndarray, argument: float = 0.0) -> None:
