@@ -8,11 +8,11 @@
     (the benchmark, benchmarks/ at the repository root, is not installed and not a layer)
 
 `core` (TensorFlow-free: builder lookup, options, output sizes, the JPEG block
-decoder, crop hooks) and `cache` (the picture store, the arena's rows, where rows
-live, persistence under one key, the file cache and its housekeeping) are what both
-back ends share, with `augment` (the serving step, which cuts batches from the store:
-it imports `cache`, never the other way); `core` imports nothing else of
-ours, `cache` nothing but itself and `core` (for `core.platform`, the fallbacks of
+decoder, crop hooks) and `cache` (the picture store and its state, the fallback's
+arena of examples, where rows live, persistence under one key, the file cache and its
+housekeeping) are what both back ends share, with `augment` (the serving step, which
+cuts batches from the store: it imports `cache`, never the other way); `core` imports
+nothing else of ours, `cache` nothing but itself and `core` (for `core.platform`, the fallbacks of
 Linux-only calls). In `cache`, only the `tf_*` modules (the file cache, which is
 TensorFlow's own format) may import TensorFlow, and the loader never imports them.
 `quiet` (TensorFlow's quiet start-up) is a leaf the tooling uses.
