@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,7 +57,7 @@ _CHILD = textwrap.dedent(
     # metadata through TensorFlow where it is installed, and its import is not the bucket's.
     import tensorflow as tf
     import cats_vs_dogs_fast
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if pipeline.startswith("as_fast_loader"):
         # "as_fast_loader:16": with num_threads=16.
         threads = int(pipeline.split(":")[1]) if ":" in pipeline else None
@@ -75,7 +76,8 @@ _CHILD = textwrap.dedent(
     n = 0
     for images, labels in ds:
         n += int(labels.shape[0])
-    print(json.dumps({"n": n, "seconds": time.perf_counter() - start}), flush=True)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"n": n, "seconds": seconds, "cpu": cpu}), flush=True)
     """
 ).replace("BATCH", str(BATCH))
 
@@ -154,20 +156,68 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     }
 
 
-def epoch_one(pipeline: str, data_dir: str, env: dict[str, str]) -> float:
-    """Examples per second of `pipeline`'s epoch 1 from `data_dir`, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, pipeline, data_dir],
-        capture_output=True,
-        text=True,
-        env=child_env(env),
-        timeout=CHILD_TIMEOUT_S,
-        cwd=REPO_ROOT,
-    )
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (Linux' /proc); 0 without."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rusage(who) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuMeter:
+    """CPU seconds, over one child's run, of the emulator (its own process) and of this
+    process, whose threads are the proxy (the benchmark itself only waits for the child
+    meanwhile)."""
+
+    def __init__(self, bucket=None):
+        self.emulator_pid = None if bucket is None else bucket.emulator.process.pid
+
+    def __enter__(self):
+        self.start = (cpu_of(self.emulator_pid), _rusage(resource.RUSAGE_SELF))
+        return self
+
+    def __exit__(self, *exc):
+        end = (cpu_of(self.emulator_pid), _rusage(resource.RUSAGE_SELF))
+        self.emulator, self.proxy = (b - a for a, b in zip(self.start, end, strict=True))
+        if self.emulator_pid is None:
+            self.emulator = self.proxy = 0.0
+
+
+def epoch_one(pipeline: str, data_dir: str, env: dict[str, str], bucket=None) -> dict:
+    """`pipeline`'s epoch 1 from `data_dir`, in a fresh process: {"rate": examples/s,
+    "seconds": its wall time, "cpu": {"pipeline", "emulator", "proxy"}: CPU seconds of
+    each process}."""
+    with CpuMeter(bucket) as meter:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, pipeline, data_dir],
+            capture_output=True,
+            text=True,
+            env=child_env(env),
+            timeout=CHILD_TIMEOUT_S,
+            cwd=REPO_ROOT,
+        )
     if done.returncode != 0:
         raise SystemExit(f"{pipeline} from {data_dir} failed: {done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["n"] / result["seconds"]
+    # The pipeline's CPU over the timed epoch (its imports apart); the bucket's over the
+    # child's whole run (it works only while asked: the metadata and the epoch).
+    cpu = {"pipeline": result["cpu"], "emulator": meter.emulator, "proxy": meter.proxy}
+    return {"rate": result["n"] / result["seconds"], "seconds": result["seconds"], "cpu": cpu}
+
+
+def cpu_words(found: dict) -> str:
+    cpu = found["cpu"]
+    words = f"CPU s: pipeline {cpu['pipeline']:.1f}"
+    if cpu["emulator"] or cpu["proxy"]:
+        words += f", emulator {cpu['emulator']:.1f}, proxy {cpu['proxy']:.1f}"
+    return words
 
 
 def array_record_dir(workdir: Path, images_per_class: int) -> Path:
@@ -232,18 +282,23 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         remote = {p: bucket.url("array_record" if "loader" in p else "tfrecord") for p in pipelines}
         for round_ in range(args.rounds):
             for pipeline in () if args.persist_only else pipelines:
-                rate = epoch_one(pipeline, str(local[pipeline]), {})
-                rates.setdefault((pipeline, "local"), []).append(rate)
-                print(f"round {round_ + 1}: {pipeline} local {rate:,.0f}/s", flush=True)
+                found = epoch_one(pipeline, str(local[pipeline]), {})
+                rates.setdefault((pipeline, "local"), []).append(found)
+                print(
+                    f"round {round_ + 1}: {pipeline} local {found['rate']:,.0f}/s "
+                    f"in {found['seconds']:.1f} s ({cpu_words(found)})",
+                    flush=True,
+                )
                 for ms in latencies:
                     bucket.proxy.latency_s = ms / 1000
                     bucket.proxy.reset()
-                    rate = epoch_one(pipeline, remote[pipeline], bucket.env())
+                    found = epoch_one(pipeline, remote[pipeline], bucket.env(), bucket)
                     requests = len(bucket.proxy.requests)
-                    rates.setdefault((pipeline, f"{ms} ms"), []).append(rate)
+                    rates.setdefault((pipeline, f"{ms} ms"), []).append(found)
                     print(
-                        f"round {round_ + 1}: {pipeline} bucket +{ms} ms/request {rate:,.0f}/s "
-                        f"({requests} requests)",
+                        f"round {round_ + 1}: {pipeline} bucket +{ms} ms/request "
+                        f"{found['rate']:,.0f}/s in {found['seconds']:.1f} s ({requests} "
+                        f"requests; {cpu_words(found)})",
                         flush=True,
                     )
             for pipeline in PERSISTED if args.persist else ():
@@ -274,18 +329,31 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
 
 
 def epoch_one_table(rates, pipelines, latencies, args) -> None:
-    def median(pipeline, where):
-        return statistics.median(rates[(pipeline, where)])
+    def median(pipeline, where, key="rate"):
+        return statistics.median(found[key] for found in rates[(pipeline, where)])
+
+    def cpu(pipeline, where):
+        found = rates[(pipeline, where)]
+        each = [
+            statistics.median(f["cpu"][part] for f in found)
+            for part in ("pipeline", "emulator", "proxy")
+        ]
+        return "  ".join(f"{c:>5.1f}" if c or i == 0 else f"{'':>5}" for i, c in enumerate(each))
 
     print(
         f"\nEpoch 1, examples/s, median of {args.rounds} round(s), config 224, batch {BATCH}, "
         f"{args.images_per_class} photos per class (fresh process each):"
     )
-    header = f"  {'pipeline':<19}{'where':<22}{'examples/s':>11}  ratios"
+    print(
+        "  (CPU s, medians: the pipeline process's over the timed epoch, the emulator's and"
+        " the proxy's over the child's run)"
+    )
+    cpu_header = "CPU s: pipe   emu  proxy"
+    header = f"  {'pipeline':<19}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        print(f"  {pipeline:<19}{'local copy':<22}{base:>11,.0f}")
+        print(f"  {pipeline:<19}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
             article = median("article", f"{ms} ms")
@@ -293,7 +361,8 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
             if pipeline != "article":
                 ratios += f", {rate / article:.2f}x the article's pipeline at +{ms} ms"
             where = f"bucket +{ms} ms/request"
-            print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {ratios}")
+            used = cpu(pipeline, f"{ms} ms")
+            print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:
