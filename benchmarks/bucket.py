@@ -23,6 +23,14 @@ persist=True` at each latency: a first process fills the local decoded file from
 comes from that file (the ratio to the served rate is printed, with the shard objects'
 bytes it asked the bucket for: none, when the key matched).
 
+With `--gcs-block-mb N`, also `article+NMB` and `as_fast_dataset+NMB`: the same with
+TensorFlow's GCS_READ_CACHE_BLOCK_SIZE_MB=N in their environment (TensorFlow reads it
+when imported; its default, 64, allocates a 64 MB buffer for every shard file opened).
+
+Beside each row: its CPU seconds, of the pipeline's process over the timed epoch and of
+the emulator's and the proxy's (this process's threads) over the child's run, to tell
+what the bucket costs this machine's CPU from what the pipeline does.
+
 Each is also read from the local copy (`local`, no proxy). The ratios printed name their
 reference: the same pipeline's local epoch 1, and the article's epoch 1 from the bucket
 at the same latency. The proxy is Python on the same CPU, so at 0 ms it costs what a
@@ -53,6 +61,9 @@ _CHILD = textwrap.dedent(
     """
     import json, os, sys, time
     pipeline, data_dir = sys.argv[1:3]
+    # "article+8MB": the article's pipeline with GCS_READ_CACHE_BLOCK_SIZE_MB=8 (set by
+    # the parent in this process's environment: TensorFlow reads it when imported).
+    pipeline = pipeline.split("+")[0]
     # Imported first in every process, the loader's too: TFDS reads a gs:// dataset's
     # metadata through TensorFlow where it is installed, and its import is not the bucket's.
     import tensorflow as tf
@@ -190,6 +201,16 @@ class CpuMeter:
             self.emulator = self.proxy = 0.0
 
 
+GCS_BLOCK_ENV = "GCS_READ_CACHE_BLOCK_SIZE_MB"
+
+
+def block_env(pipeline: str) -> dict[str, str]:
+    """TensorFlow's GCS read block for a pipeline named "NAME+8MB"; {} for the others."""
+    if "+" not in pipeline:
+        return {}
+    return {GCS_BLOCK_ENV: pipeline.split("+")[1].removesuffix("MB")}
+
+
 def epoch_one(pipeline: str, data_dir: str, env: dict[str, str], bucket=None) -> dict:
     """`pipeline`'s epoch 1 from `data_dir`, in a fresh process: {"rate": examples/s,
     "seconds": its wall time, "cpu": {"pipeline", "emulator", "proxy"}: CPU seconds of
@@ -199,7 +220,7 @@ def epoch_one(pipeline: str, data_dir: str, env: dict[str, str], bucket=None) ->
             [sys.executable, "-c", _CHILD, pipeline, data_dir],
             capture_output=True,
             text=True,
-            env=child_env(env),
+            env=child_env({**env, **block_env(pipeline)}),
             timeout=CHILD_TIMEOUT_S,
             cwd=REPO_ROOT,
         )
@@ -249,6 +270,12 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         help="also the loader with num_threads=N (default: one thread per core)",
     )
     parser.add_argument(
+        "--gcs-block-mb",
+        type=int,
+        help="also the article's pipeline and as_fast_dataset with TensorFlow's "
+        "GCS_READ_CACHE_BLOCK_SIZE_MB=N (default 64) in their environment",
+    )
+    parser.add_argument(
         "--persist",
         action="store_true",
         help="also persist=True: the next run's epoch 1 from the local decoded file",
@@ -261,6 +288,8 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     pipelines = list(PIPELINES)
     if args.loader_threads:
         pipelines.append(f"as_fast_loader:{args.loader_threads}")
+    if args.gcs_block_mb:
+        pipelines += [f"{p}+{args.gcs_block_mb}MB" for p in ("article", "as_fast_dataset")]
     latencies = [int(ms) for ms in args.latencies.split(",")]
     if args.rounds < 1 or any(ms < 0 for ms in latencies):
         parser.error("--rounds must be at least 1 and --latencies at least 0")
@@ -356,10 +385,12 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
         print(f"  {pipeline:<19}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
-            article = median("article", f"{ms} ms")
+            # The article's pipeline with the same TensorFlow settings.
+            same = "article" + (f"+{pipeline.split('+')[1]}" if "+" in pipeline else "")
+            article = median(same, f"{ms} ms")
             ratios = f"{rate / base:.2f}x its local copy"
-            if pipeline != "article":
-                ratios += f", {rate / article:.2f}x the article's pipeline at +{ms} ms"
+            if not pipeline.startswith("article"):
+                ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
             print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
