@@ -237,7 +237,7 @@ def cpu_words(found: dict) -> str:
     cpu = found["cpu"]
     words = f"CPU s: pipeline {cpu['pipeline']:.1f}"
     if cpu["emulator"] or cpu["proxy"]:
-        words += f", emulator {cpu['emulator']:.1f}, proxy {cpu['proxy']:.1f}"
+        words += f", emulator {cpu['emulator']:.2f}, proxy {cpu['proxy']:.2f}"
     return words
 
 
@@ -367,7 +367,11 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
             statistics.median(f["cpu"][part] for f in found)
             for part in ("pipeline", "emulator", "proxy")
         ]
-        return "  ".join(f"{c:>5.1f}" if c or i == 0 else f"{'':>5}" for i, c in enumerate(each))
+        # The bucket's processes use hundredths of a second per epoch here.
+        return "  ".join(
+            f"{c:>5.1f}" if i == 0 else f"{c:>5.2f}" if c else f"{'':>5}"
+            for i, c in enumerate(each)
+        )
 
     print(
         f"\nEpoch 1, examples/s, median of {args.rounds} round(s), config 224, batch {BATCH}, "
@@ -378,11 +382,11 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
         " the proxy's over the child's run)"
     )
     cpu_header = "CPU s: pipe   emu  proxy"
-    header = f"  {'pipeline':<19}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
+    header = f"  {'pipeline':<21}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        print(f"  {pipeline:<19}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
+        print(f"  {pipeline:<21}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
             # The article's pipeline with the same TensorFlow settings.
@@ -393,7 +397,7 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
                 ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
-            print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
+            print(f"  {pipeline:<21}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:
