@@ -170,6 +170,32 @@ def test_the_loader_asks_the_bucket_for_whole_shards_not_records(
     assert sum(asked.values()) < len(found["gs"]), (sum(asked.values()), len(found["gs"]))
 
 
+WITHOUT_GCSFS = """
+import os
+import cats_vs_dogs_fast
+report("gs", cats_vs_dogs_fast.as_fast_loader(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, download_and_prepare=False))
+"""
+
+
+def test_the_loader_without_gcsfs_reads_record_by_record_and_says_so(bucket, cats_array_record_dir):
+    """Where gcsfs is not installed, the loader reads through array_record's client as
+    before (a request per record), with one log line that says what to install."""
+    bucket.proxy.reset()
+    child = reads.start(
+        bucket,
+        BLOCK_PACKAGES + WITHOUT_GCSFS,
+        args=["gcsfs"],
+        GS_DIR=bucket.url(ARRAY_RECORD),
+    )
+    child.stdin.close()
+    found = reads.outputs_of(child)
+    Truth.of(cats_array_record_dir).check(found["gs"])
+    said = [line for line in child.stderr_text().splitlines() if "needs gcsfs" in line]
+    assert len(said) == 1 and "pip install gcsfs" in said[0], child.stderr_text()[-3000:]
+    assert sum(shard_reads(bucket).values()) > 16
+
+
 WITHOUT_TENSORFLOW = """
 from etils.epath import gpath
 # TensorFlow is still on disk here: etils would pick its gfile for gs:// metadata.
