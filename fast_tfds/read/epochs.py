@@ -29,8 +29,8 @@ MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 _ENDLESS = 2**62
 # The functions below branch on Python values only (the reading's settings), never on
 # tensors (tf.cond and tf.where where they must): autograph's source rewrite of them,
-# which tf.data runs at every opening, was 0.35-0.65 s of a 1.2-2.2 s opening call on
-# a 2-core machine (docs/buckets.md), for the same graph.
+# which tf.data ran at every opening for the same graph, was 0.35 to 1.5 s of the
+# opening call on a 2-core machine (docs/benchmarks.md, the next run from the local file).
 NO_AUTOGRAPH = tf.autograph.experimental.do_not_convert
 
 
