@@ -23,8 +23,9 @@ LOADER = [
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
-# persist=True with the shards in a bucket (gs://): the key of the local decoded file holds
-# each shard object's size and generation, listed through gcsfs (fast_tfds/cache/remote_files.py).
+# Shards in a bucket (gs://): the loader copies whole shard objects through gcsfs
+# (fast_tfds/loader/bucket_shards.py), and persist=True's key holds each object's size and
+# generation, listed through it (fast_tfds/cache/remote_files.py).
 GCS = ["gcsfs>=2026.10.1"]
 # Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model
 # (docs/jax-pytorch.md): the CPU build of jax; a GPU machine installs "jax[cuda12]" itself.

@@ -23,6 +23,14 @@ persist=True` at each latency: a first process fills the local decoded file from
 comes from that file (the ratio to the served rate is printed, with the shard objects'
 bytes it asked the bucket for: none, when the key matched).
 
+With `--gcs-block-mb N`, also `article+NMB` and `as_fast_dataset+NMB`: the same with
+TensorFlow's GCS_READ_CACHE_BLOCK_SIZE_MB=N in their environment (TensorFlow reads it
+when imported; its default, 64, allocates a 64 MB buffer for every shard file opened).
+
+Beside each row: its CPU seconds, of the pipeline's process over the timed epoch and of
+the emulator's and the proxy's (this process's threads) over the child's run, to tell
+what the bucket costs this machine's CPU from what the pipeline does.
+
 Each is also read from the local copy (`local`, no proxy). The ratios printed name their
 reference: the same pipeline's local epoch 1, and the article's epoch 1 from the bucket
 at the same latency. The proxy is Python on the same CPU, so at 0 ms it costs what a
@@ -34,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,11 +61,14 @@ _CHILD = textwrap.dedent(
     """
     import json, os, sys, time
     pipeline, data_dir = sys.argv[1:3]
+    # "article+8MB": the article's pipeline with GCS_READ_CACHE_BLOCK_SIZE_MB=8 (set by
+    # the parent in this process's environment: TensorFlow reads it when imported).
+    pipeline = pipeline.split("+")[0]
     # Imported first in every process, the loader's too: TFDS reads a gs:// dataset's
     # metadata through TensorFlow where it is installed, and its import is not the bucket's.
     import tensorflow as tf
     import cats_vs_dogs_fast
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if pipeline.startswith("as_fast_loader"):
         # "as_fast_loader:16": with num_threads=16.
         threads = int(pipeline.split(":")[1]) if ":" in pipeline else None
@@ -75,7 +87,8 @@ _CHILD = textwrap.dedent(
     n = 0
     for images, labels in ds:
         n += int(labels.shape[0])
-    print(json.dumps({"n": n, "seconds": time.perf_counter() - start}), flush=True)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"n": n, "seconds": seconds, "cpu": cpu}), flush=True)
     """
 ).replace("BATCH", str(BATCH))
 
@@ -154,20 +167,78 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     }
 
 
-def epoch_one(pipeline: str, data_dir: str, env: dict[str, str]) -> float:
-    """Examples per second of `pipeline`'s epoch 1 from `data_dir`, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, pipeline, data_dir],
-        capture_output=True,
-        text=True,
-        env=child_env(env),
-        timeout=CHILD_TIMEOUT_S,
-        cwd=REPO_ROOT,
-    )
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (Linux' /proc); 0 without."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rusage(who) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuMeter:
+    """CPU seconds, over one child's run, of the emulator (its own process) and of this
+    process, whose threads are the proxy (the benchmark itself only waits for the child
+    meanwhile)."""
+
+    def __init__(self, bucket=None):
+        self.emulator_pid = None if bucket is None else bucket.emulator.process.pid
+
+    def __enter__(self):
+        self.start = (cpu_of(self.emulator_pid), _rusage(resource.RUSAGE_SELF))
+        return self
+
+    def __exit__(self, *exc):
+        end = (cpu_of(self.emulator_pid), _rusage(resource.RUSAGE_SELF))
+        self.emulator, self.proxy = (b - a for a, b in zip(self.start, end, strict=True))
+        if self.emulator_pid is None:
+            self.emulator = self.proxy = 0.0
+
+
+GCS_BLOCK_ENV = "GCS_READ_CACHE_BLOCK_SIZE_MB"
+
+
+def block_env(pipeline: str) -> dict[str, str]:
+    """TensorFlow's GCS read block for a pipeline named "NAME+8MB"; {} for the others."""
+    if "+" not in pipeline:
+        return {}
+    return {GCS_BLOCK_ENV: pipeline.split("+")[1].removesuffix("MB")}
+
+
+def epoch_one(pipeline: str, data_dir: str, env: dict[str, str], bucket=None) -> dict:
+    """`pipeline`'s epoch 1 from `data_dir`, in a fresh process: {"rate": examples/s,
+    "seconds": its wall time, "cpu": {"pipeline", "emulator", "proxy"}: CPU seconds of
+    each process}."""
+    with CpuMeter(bucket) as meter:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, pipeline, data_dir],
+            capture_output=True,
+            text=True,
+            env=child_env({**env, **block_env(pipeline)}),
+            timeout=CHILD_TIMEOUT_S,
+            cwd=REPO_ROOT,
+        )
     if done.returncode != 0:
         raise SystemExit(f"{pipeline} from {data_dir} failed: {done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return result["n"] / result["seconds"]
+    # The pipeline's CPU over the timed epoch (its imports apart); the bucket's over the
+    # child's whole run (it works only while asked: the metadata and the epoch).
+    cpu = {"pipeline": result["cpu"], "emulator": meter.emulator, "proxy": meter.proxy}
+    return {"rate": result["n"] / result["seconds"], "seconds": result["seconds"], "cpu": cpu}
+
+
+def cpu_words(found: dict) -> str:
+    cpu = found["cpu"]
+    words = f"CPU s: pipeline {cpu['pipeline']:.1f}"
+    if cpu["emulator"] or cpu["proxy"]:
+        words += f", emulator {cpu['emulator']:.2f}, proxy {cpu['proxy']:.2f}"
+    return words
 
 
 def array_record_dir(workdir: Path, images_per_class: int) -> Path:
@@ -199,6 +270,12 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         help="also the loader with num_threads=N (default: one thread per core)",
     )
     parser.add_argument(
+        "--gcs-block-mb",
+        type=int,
+        help="also the article's pipeline and as_fast_dataset with TensorFlow's "
+        "GCS_READ_CACHE_BLOCK_SIZE_MB=N (default 64) in their environment",
+    )
+    parser.add_argument(
         "--persist",
         action="store_true",
         help="also persist=True: the next run's epoch 1 from the local decoded file",
@@ -211,6 +288,8 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     pipelines = list(PIPELINES)
     if args.loader_threads:
         pipelines.append(f"as_fast_loader:{args.loader_threads}")
+    if args.gcs_block_mb:
+        pipelines += [f"{p}+{args.gcs_block_mb}MB" for p in ("article", "as_fast_dataset")]
     latencies = [int(ms) for ms in args.latencies.split(",")]
     if args.rounds < 1 or any(ms < 0 for ms in latencies):
         parser.error("--rounds must be at least 1 and --latencies at least 0")
@@ -232,18 +311,23 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         remote = {p: bucket.url("array_record" if "loader" in p else "tfrecord") for p in pipelines}
         for round_ in range(args.rounds):
             for pipeline in () if args.persist_only else pipelines:
-                rate = epoch_one(pipeline, str(local[pipeline]), {})
-                rates.setdefault((pipeline, "local"), []).append(rate)
-                print(f"round {round_ + 1}: {pipeline} local {rate:,.0f}/s", flush=True)
+                found = epoch_one(pipeline, str(local[pipeline]), {})
+                rates.setdefault((pipeline, "local"), []).append(found)
+                print(
+                    f"round {round_ + 1}: {pipeline} local {found['rate']:,.0f}/s "
+                    f"in {found['seconds']:.1f} s ({cpu_words(found)})",
+                    flush=True,
+                )
                 for ms in latencies:
                     bucket.proxy.latency_s = ms / 1000
                     bucket.proxy.reset()
-                    rate = epoch_one(pipeline, remote[pipeline], bucket.env())
+                    found = epoch_one(pipeline, remote[pipeline], bucket.env(), bucket)
                     requests = len(bucket.proxy.requests)
-                    rates.setdefault((pipeline, f"{ms} ms"), []).append(rate)
+                    rates.setdefault((pipeline, f"{ms} ms"), []).append(found)
                     print(
-                        f"round {round_ + 1}: {pipeline} bucket +{ms} ms/request {rate:,.0f}/s "
-                        f"({requests} requests)",
+                        f"round {round_ + 1}: {pipeline} bucket +{ms} ms/request "
+                        f"{found['rate']:,.0f}/s in {found['seconds']:.1f} s ({requests} "
+                        f"requests; {cpu_words(found)})",
                         flush=True,
                     )
             for pipeline in PERSISTED if args.persist else ():
@@ -274,26 +358,46 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
 
 
 def epoch_one_table(rates, pipelines, latencies, args) -> None:
-    def median(pipeline, where):
-        return statistics.median(rates[(pipeline, where)])
+    def median(pipeline, where, key="rate"):
+        return statistics.median(found[key] for found in rates[(pipeline, where)])
+
+    def cpu(pipeline, where):
+        found = rates[(pipeline, where)]
+        each = [
+            statistics.median(f["cpu"][part] for f in found)
+            for part in ("pipeline", "emulator", "proxy")
+        ]
+        # The bucket's processes use hundredths of a second per epoch here.
+        return "  ".join(
+            f"{c:>5.1f}" if i == 0 else f"{c:>5.2f}" if c else f"{'':>5}"
+            for i, c in enumerate(each)
+        )
 
     print(
         f"\nEpoch 1, examples/s, median of {args.rounds} round(s), config 224, batch {BATCH}, "
         f"{args.images_per_class} photos per class (fresh process each):"
     )
-    header = f"  {'pipeline':<19}{'where':<22}{'examples/s':>11}  ratios"
+    print(
+        "  (CPU s, medians: the pipeline process's over the timed epoch, the emulator's and"
+        " the proxy's over the child's run)"
+    )
+    cpu_header = "CPU s: pipe   emu  proxy"
+    header = f"  {'pipeline':<21}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        print(f"  {pipeline:<19}{'local copy':<22}{base:>11,.0f}")
+        print(f"  {pipeline:<21}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
-            article = median("article", f"{ms} ms")
+            # The article's pipeline with the same TensorFlow settings.
+            same = "article" + (f"+{pipeline.split('+')[1]}" if "+" in pipeline else "")
+            article = median(same, f"{ms} ms")
             ratios = f"{rate / base:.2f}x its local copy"
-            if pipeline != "article":
-                ratios += f", {rate / article:.2f}x the article's pipeline at +{ms} ms"
+            if not pipeline.startswith("article"):
+                ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
             where = f"bucket +{ms} ms/request"
-            print(f"  {pipeline:<19}{where:<22}{rate:>11,.0f}  {ratios}")
+            used = cpu(pipeline, f"{ms} ms")
+            print(f"  {pipeline:<21}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:

@@ -91,6 +91,13 @@ def _list_within(folder: str, timeout: float) -> list[dict]:
     return outcome["listed"]
 
 
+def filesystem():
+    """gcsfs's client (fsspec's shared instance in this process); ImportError without gcsfs."""
+    import fsspec
+
+    return fsspec.filesystem("gs")
+
+
 def _list(folder: str) -> list[dict]:
     import fsspec
 

@@ -21,6 +21,14 @@ from tensorflow_datasets.core import file_adapters
 
 from fast_tfds.core import sizes, splits
 from fast_tfds.core.builder_lookup import DatasetNotBuilt
+from fast_tfds.loader.bucket_shards import (
+    READ_TIMEOUT_ENV,
+    BucketReadError,
+    ShardCopies,
+    gave_nothing,
+    read_failed,
+    read_timeout_s,
+)
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 
@@ -29,32 +37,10 @@ class NoArrayRecordFiles(ValueError):
     """The dataset is built, but only as TFRecords; the message gives the command to convert."""
 
 
-class BucketReadError(RuntimeError):
-    """A record of a shard in an object store could not be read (one line: the object,
-    what the store said, and what to do)."""
-
-
-# How long one read of records from a bucket may take before the loader gives up on
-# it. array_record's GCS client retries a failing read for up to 15 minutes, with no
-# setting to shorten that: a bucket that went away mid-epoch would look like a hang.
-# A healthy bucket answers a read of a chunk of records in well under a second.
-READ_TIMEOUT_ENV = "FAST_TFDS_BUCKET_READ_TIMEOUT_S"
-DEFAULT_READ_TIMEOUT_S = 120.0
-
-
-def read_timeout_s() -> float:
-    value = os.environ.get(READ_TIMEOUT_ENV, "")
-    try:
-        seconds = float(value) if value else DEFAULT_READ_TIMEOUT_S
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise ValueError(f"{READ_TIMEOUT_ENV}={value!r}: must be a positive number of seconds")
-    return seconds
-
-
 class BucketRecords:
-    """The records of shards in an object store, read within a bounded time.
+    """The records of shards in an object store, read record by record through
+    array_record's GCS client within a bounded time: what `ShardCopies` reads where
+    gcsfs is not installed.
 
     Each read runs in a daemon thread of its own while the caller waits for it at
     most `timeout_s`: a read that array_record's client keeps retrying becomes a
@@ -107,22 +93,12 @@ class BucketRecords:
                 raise box["error"]
             return box["records"]
         except TimeoutError:
-            raise BucketReadError(
-                f"{self.file_of(first)}: the bucket gave no records within "
-                f"{self.timeout_s:g} s (it is unreachable or too slow); check that it can "
-                f"be read from here (`gcloud storage ls -l {self.file_of(first)}`), or allow "
-                f"a slow bucket more time with {READ_TIMEOUT_ENV}=SECONDS"
-            ) from None
+            raise gave_nothing(self.file_of(first), self.timeout_s) from None
         except RuntimeError as error:
             said = " ".join(str(error).split())
             # A batch of keys can span files: array_record's message names the one.
             named = [f for f in self.files if f in said]
-            path = named[0] if named else self.file_of(first)
-            raise BucketReadError(
-                f"{path}: reading it from the bucket failed ({said}); check that the object "
-                f"exists and can be read from here (`gcloud storage ls -l {path}`); a build "
-                "copied in part needs copying again, whole"
-            ) from None
+            raise read_failed(named[0] if named else self.file_of(first), said) from None
 
 
 def check_emulator_settings(filename: str) -> None:
@@ -184,7 +160,10 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     if files and "://" in files[0]:
         check_emulator_settings(files[0])
         counts = tuple(int(fi.take) for fi in selected.file_instructions)
-        records = BucketRecords(records, files, counts, read_timeout_s())
+        skips = tuple(int(fi.skip) for fi in selected.file_instructions)
+        timeout = read_timeout_s()
+        fallback = BucketRecords(records, files, counts, timeout)
+        records = ShardCopies(files, skips, counts, timeout, fallback=fallback)
     features = info.features
     return SplitSource(
         records=records,
@@ -198,6 +177,7 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
 
 __all__ = [
     "ARRAY_RECORD",
+    "READ_TIMEOUT_ENV",
     "BucketReadError",
     "DatasetNotBuilt",
     "NoArrayRecordFiles",

@@ -27,6 +27,11 @@ AUTOTUNE = tf.data.AUTOTUNE
 MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 # Epochs of an endless iteration (repeat=True): more than any run takes.
 _ENDLESS = 2**62
+# The functions below branch on Python values only (the reading's settings), never on
+# tensors (tf.cond and tf.where where they must): autograph's source rewrite of them,
+# which tf.data ran at every opening for the same graph, was 0.35 to 1.5 s of the
+# opening call on a 2-core machine (docs/benchmarks.md, the next run from the local file).
+NO_AUTOGRAPH = tf.autograph.experimental.do_not_convert
 
 
 def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
@@ -38,6 +43,7 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
     if reading.padded_examples is not None:
         make_epoch = _padded(make_epoch, reading, per_epoch)
 
+    @NO_AUTOGRAPH
     def start(_):
         def where():
             at = clock.start()
@@ -45,10 +51,12 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
 
         return tf.ensure_shape(tf.numpy_function(where, [], tf.int64, stateful=True), [2])
 
+    @NO_AUTOGRAPH
     def iteration(at):
         first_epoch, first_batch = at[0], at[1]
         finite = reading.epochs is not None
 
+        @NO_AUTOGRAPH
         def one_epoch(epoch):
             first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
             ds = make_epoch(epoch, first).enumerate(first)
@@ -75,6 +83,7 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
         ds = epochs.flat_map(one_epoch).take(count)
         return ds.enumerate().map(lambda j, item: ((*item[0], j == total - 1), item[1]))
 
+    @NO_AUTOGRAPH
     def deliver(tag, batch):
         epoch, position, ends_iteration = tag
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)  # nothing for autograph to rewrite
 def to_unit_float(images: tf.Tensor) -> tf.Tensor:
     """uint8 -> float32 in [0, 1]. XLA fuses the cast and the scale into one pass over
     memory, faster in a tf.data map than the two ops apart (though slower when called

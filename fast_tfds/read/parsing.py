@@ -90,6 +90,9 @@ def make_batch_parser(
             info.shape, _example_dtype(info.tf_dtype), default_value=info.default_value
         )
 
+    # Plain Python control flow (over the features, not tensors): autograph's rewrite
+    # of it is time at every opening, and changes nothing (see epochs.NO_AUTOGRAPH).
+    @tf.autograph.experimental.do_not_convert
     def parse(serialized: tf.Tensor) -> dict:
         raw = tf.io.parse_example(serialized, specs)
         batch = {}

@@ -116,7 +116,10 @@ def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     _, message = error_message(error)
     assert f"gs://{own_bucket.name}/{PREFIX[kind]}/" in message, message
     if kind == "loader":
-        assert "\n" not in message and "within 20 s" in message, message
+        # The shard copies' client (gcsfs) gives up on a dropped connection after its
+        # own retries, or the loader stops waiting after 20 s without a byte: one line.
+        assert "\n" not in message, message
+        assert "within 20 s" in message or "reading it from the bucket failed" in message, message
     else:
         assert "reading it from the bucket failed" in message, message
         assert "GCS_RETRY_CONFIG_MAX_RETRIES" in message, message

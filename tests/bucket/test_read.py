@@ -126,6 +126,76 @@ def test_as_fast_loader_from_gs_reads_the_local_pairs(
     assert bucket.proxy.media_reads(".array_record-00000-of-00016"), "read from the bucket"
 
 
+SHUFFLED_LOADER = """
+import os
+import cats_vs_dogs_fast
+
+report("gs", cats_vs_dogs_fast.as_fast_loader(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, download_and_prepare=False,
+    num_workers=int(os.environ["WORKERS"])))
+"""
+ARRAY_RECORD_SHARD = ".array_record-"
+
+
+def shard_reads(bucket) -> collections.Counter:
+    """{object: requests} of every request for an ArrayRecord shard object (its bytes,
+    its metadata, a range of it), answered or not."""
+    return collections.Counter(
+        r.object for r in bucket.proxy.requests if r.object and ARRAY_RECORD_SHARD in r.object
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_asks_the_bucket_for_whole_shards_not_records(
+    bucket, cats_array_record_dir, workers
+):
+    """A shuffled epoch from gs:// asks for each shard object once (a copy of the whole
+    object, shared by the worker processes), never once per record: the count of
+    requests, not their time, is what this pins. With worker processes (untested
+    before), the examples are the local copy's too."""
+    bucket.proxy.reset()
+    found, _ = reads.run(
+        bucket,
+        SHUFFLED_LOADER,
+        GS_DIR=bucket.url(ARRAY_RECORD),
+        WORKERS=str(workers),
+    )
+    truth = Truth.of(cats_array_record_dir)
+    truth.check(found["gs"])
+    asked = shard_reads(bucket)
+    shards = 16
+    assert len(asked) == shards, asked
+    # Two workers may both start the copy of a shard that neither has finished.
+    assert max(asked.values()) <= max(1, workers), asked
+    assert sum(asked.values()) < len(found["gs"]), (sum(asked.values()), len(found["gs"]))
+
+
+WITHOUT_GCSFS = """
+import os
+import cats_vs_dogs_fast
+report("gs", cats_vs_dogs_fast.as_fast_loader(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, download_and_prepare=False))
+"""
+
+
+def test_the_loader_without_gcsfs_reads_record_by_record_and_says_so(bucket, cats_array_record_dir):
+    """Where gcsfs is not installed, the loader reads through array_record's client as
+    before (a request per record), with one log line that says what to install."""
+    bucket.proxy.reset()
+    child = reads.start(
+        bucket,
+        BLOCK_PACKAGES + WITHOUT_GCSFS,
+        args=["gcsfs"],
+        GS_DIR=bucket.url(ARRAY_RECORD),
+    )
+    child.stdin.close()
+    found = reads.outputs_of(child)
+    Truth.of(cats_array_record_dir).check(found["gs"])
+    said = [line for line in child.stderr_text().splitlines() if "needs gcsfs" in line]
+    assert len(said) == 1 and "pip install gcsfs" in said[0], child.stderr_text()[-3000:]
+    assert sum(shard_reads(bucket).values()) > 16
+
+
 WITHOUT_TENSORFLOW = """
 from etils.epath import gpath
 # TensorFlow is still on disk here: etils would pick its gfile for gs:// metadata.
