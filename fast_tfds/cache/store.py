@@ -93,8 +93,9 @@ class Store:
         return np.asarray(self._slot_of(np.asarray(indices, np.int64)), np.int64)
 
     def has(self, index: int) -> bool:
-        """Whether example `index`'s picture (and so its features) is written."""
-        return bool(self.pictures.images.written[int(self.slots([index])[0])])
+        """Whether example `index`'s picture (and so its features) is written. (Asked for
+        every record the loader reads: one scalar through `slot_of`, not an array.)"""
+        return bool(self.pictures.images.written[int(self._slot_of(np.int64(index)))])
 
     def begin(self, streamed: bool) -> np.int64:
         """What this epoch does: SERVE once filled; else FILL when the epoch's order is
