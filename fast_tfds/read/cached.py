@@ -1,41 +1,33 @@
-"""The picture store and the arena in tf.data: the one module that wires the caches of
-`fast_tfds.cache` (store, placement, persistence) into the tf.data reader.
+"""The picture store and the arena of examples in tf.data: the one module that wires the
+caches of `fast_tfds.cache` (store, placement, persistence) into the tf.data reader.
 
-**The arena** (`cache=True` for a plain read, and the arena of examples):
+**The picture store** (`cache=True`: a plain read, or `augment=`): epoch 1 decodes each
+picture once into its slot of a `fast_tfds.cache.store.Store` (at the output size for a
+plain read, else at the cache resolution, aspect kept), keeps its other features, and
+serves its batch from the store; later epochs are a new permutation of the split per
+epoch (stateless, from the seed and the epoch; epoch 0 replays the order it streamed in,
+and a later epoch of an empty store, in a resumed run, first fills it without output),
+each batch cut out of the store by the serving step
+(`fast_tfds.augment.step.serve_into`; a plain read: a gather of whole rows): nothing
+decoded, no shard file opened. An epoch stopped early keeps what it wrote. Pictures on
+disk are asked for a few batches ahead. The pictures' reference sizes (what windows are
+drawn in) are known before epoch 1: the output size, the stored size, or one pass over
+the JPEG headers.
 
-- **Fill** (the first epoch, and any epoch after one that stopped early): the
-  examples are shuffled in a buffer seeded from (seed, epoch), batched and each
-  written at its own row (its example index in this pipeline's share) as they are
-  yielded. Stored JPEGs at the output size are decoded straight into their rows when
-  a batch's rows are consecutive (shuffle=False), and the uint8 batch handed on is a
-  view of those rows, not a copy.
-- **Serve** (every epoch once the arena is filled): a permutation of the whole split
-  drawn from (seed, epoch) picks each batch's rows (shuffle=False: the rows in
-  order, the record order), gathered from the arena; nothing is decoded again and
-  the shard files are not opened. Epoch 0 served from a filled arena (a persistent
-  file, a resumed run) replays the order its fill streams in, computed from the
-  indices alone; a later epoch whose arena is empty (a resumed run) first fills it in
-  record order without output. So every epoch is the same whichever run reads it.
-
-The dataset graph reaches the arena through `tf.numpy_function`s that look it up by
-key (see `arena`), and the dataset holds the arena: both go together.
-
-**The picture store with `augment=`** (cache=True): epoch 1 decodes each picture once
-into a `PictureCache` slot at the cache resolution (aspect kept), keeps its other
-features, and serves its batch from the store; later epochs are a new permutation of
-the split per epoch (stateless, from the seed and the epoch; epoch 0 replays the order
-it streamed in, and a later epoch of an empty store, in a resumed run, first fills it
-without output), each batch cut out of the store by the serving step
-(`fast_tfds.augment.step.serve_into`) in threads, the GIL released: nothing decoded,
-no shard file opened. The pictures' reference sizes (what windows are drawn in) are
-known before epoch 1: the stored size, or one pass over the JPEG headers.
+**The arena of examples** (the fallback, `cache=True`, for fixed-size examples a
+transform or the tf.data service decoded): epoch 1's examples are shuffled in a buffer
+seeded from (seed, epoch), batched and each written at its own row (its example index in
+this pipeline's share); every epoch once it is filled gathers a permutation of the
+split drawn from (seed, epoch) from it, in the graph. Epoch 0 served from a filled arena
+replays the order its fill streams in; a later epoch whose arena is empty first fills
+it in record order without output. So every epoch is the same whichever run reads it.
 
 **Persistence** (`persist=True`): every persistent cache of either back end, plain or
 augmented, is one kind of file under one key (`fast_tfds.cache.persisted.key`). A plain
-read's arena at the output size is the picture store without a crop, so the loader's
-plain cache and an `Augment(crop=None)` read share its file; an arena of examples that a
-transform (or a tf.data service) decoded keeps its images as features, keyed by the
-transform's code (or TensorFlow's version).
+read is the picture store without a crop, so the loader's plain cache and an
+`Augment(crop=None)` read share its file; an arena of examples that a transform (or a
+tf.data service) decoded keeps its images as features, keyed by the transform's code
+(or TensorFlow's version).
 
 TensorFlow keeps every function given to `tf.numpy_function` for good, so those
 functions reach a cache by its key through a weak registry; the dataset holds it.
