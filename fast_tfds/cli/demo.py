@@ -137,8 +137,8 @@ def demo(args: argparse.Namespace) -> None:
         ]
         cached = fast(cache=True)
         rows += [
-            ("as_fast_dataset() epoch 1: decode + fill the uint8 arena", cached),
-            ("as_fast_dataset() epoch 2: arena, global shuffle", cached),
+            ("as_fast_dataset() epoch 1: decode + fill the uint8 store", cached),
+            ("as_fast_dataset() epoch 2: store, global shuffle", cached),
             ("as_fast_dataset(dtype=tf.uint8, cache=False)", fast(cache=False, dtype=tf.uint8)),
         ]
         for label, ds in rows:

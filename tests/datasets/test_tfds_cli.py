@@ -97,7 +97,7 @@ def test_the_offline_demo_runs(tmp_path):
     assert "from the manual dir" in output
     shards = min(MIN_SHARDS_PER_SPLIT, cats)
     assert f"Built {cats} examples in {shards} shards per config" in output
-    assert "as_fast_dataset() epoch 2: arena, global shuffle" in output
+    assert "as_fast_dataset() epoch 2: store, global shuffle" in output
     assert f"as_fast_dataset(crop_to_box=True), {dogs['train']} images" in output
 
 
