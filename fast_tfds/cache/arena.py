@@ -121,10 +121,6 @@ class Arena:
                 target[...] = column
             else:
                 arrays[key][rows] = column
-        wrote = getattr(self._allocate_column, "wrote", None)
-        if wrote is not None:
-            for first, count in _runs(rows):
-                wrote(arrays, first, count)
         with self._lock:
             done = False
             if int(generation) == self._generation:
@@ -165,15 +161,6 @@ class Arena:
         if whole is not None:
             return whole(wanted)
         return {k: self._allocate_column(shape, dtype) for k, (shape, dtype) in wanted.items()}
-
-
-def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
-    """(first, count) of each run of consecutive rows, in row order."""
-    if len(rows) == 0:
-        return []
-    ordered = np.sort(rows)
-    breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
-    return [(int(r[0]), len(r)) for r in np.split(ordered, breaks)]
 
 
 # -- the registry: the one of every cache (`store`) ---------------------------------

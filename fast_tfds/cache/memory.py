@@ -15,7 +15,6 @@ import numpy as np
 # rows (rows on disk write themselves back, and are read ahead: see `placement`).
 # An allocator of whole arenas (one file for every column: `persistent.FileFill`) has
 # `columns({key: (shape, dtype)}) -> {key: array}` instead, and may have
-# `wrote(arrays, start, n)`, called after the fill wrote rows start..start+n, and
 # `complete(arrays, replace)`, called instead of `filled` once every row is written;
 # `replace(old, new)` (`Arena.replace_rows`) may later swap in rows of the same content.
 Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]

@@ -1,19 +1,20 @@
-"""A decoded cache that outlives the process (`persist=True`): an arena in a file.
+"""A decoded cache that outlives the process (`persist=True`): its columns in a file.
 
-The first run fills the arena as always, but its rows are a memory-mapped file in the
-cache folder (`persistent_format` has the layout); once every row is written, the file
-is written back, its data checksum verified, its header written, and only then renamed
-to its final name. Every later run, and every concurrent one, maps that file and serves
-from its first epoch: nothing is decoded and the shard files are not opened. The page
-cache holds one copy of the rows for all of them (each maps the file copy-on-write,
-and no one writes).
+The first run fills the cache as always (the picture store, or the fallback's arena of
+examples), but its columns are a file in the cache folder (`persistent_format` has the
+layout); once every row is written, the file is written back, its data checksum
+verified, its header written, and only then renamed to its final name. Every later
+run, and every concurrent one, maps that file and serves from its first epoch: nothing
+is decoded and the shard files are not opened. The page cache holds one copy of the
+rows for all of them (each maps the file copy-on-write, and no one writes).
 
 The file's name is a digest of its key, and its header holds the key itself: what the
 rows were made from (dataset and version, split and slice, shard files with their sizes
 and modification times, or a bucket's objects with their sizes and generations, output
 size and dtype, the decoder's version, the features).
-The caller makes the key; this module only compares it, so a file made from other
-inputs is never served.
+The caller makes the key (`fast_tfds.cache.persisted`); this module only compares it,
+so a file made from other inputs is never served. The columns' layout is planned only
+when this process fills the file (`open_or_plan`).
 
 Safety, in the order things can go wrong:
 - Two processes filling the same key: one takes the key's lock file (`flock`), the
@@ -28,10 +29,6 @@ Safety, in the order things can go wrong:
   filled again.
 - A read-only folder (a team's shared cache): its files are served; a missing or bad
   one is read without persisting, with one line.
-
-The augmentation cache's file (`fast_tfds.cache.persisted`: pictures of many sizes in
-one column of bytes) is made the same way, with the same checks, through `open_or_plan`:
-its layout is planned only when this process fills it.
 
 No TensorFlow: the Grain loader can use the same files.
 """
@@ -132,28 +129,6 @@ class Opened:
     allocate: arenas.Allocate | None = None
 
 
-def open_or_fill(
-    folder: str | os.PathLike,
-    key: dict,
-    num_examples: int,
-    columns: dict[str, tuple],
-    *,
-    what: str,
-    read_ahead: bool = False,
-) -> Opened:
-    """The persistent arena of `key` in `folder`: served if a good file is there, else
-    filled into a new one if this process may, else neither (one log line says why).
-
-    `columns` is {name: (one example's shape, dtype)}. `read_ahead`: the rows exceed the
-    memory budget, so served epochs ask for their rows ahead (as `disk_rows` does).
-    """
-    key = json.loads(json.dumps(key))  # As the header gives it back (tuples are lists).
-    layout = Layout.plan(key, num_examples, columns)
-    return _open_or_fill(
-        Path(folder), key, layout, lambda: (layout, read_ahead), what=what, read_ahead=read_ahead
-    )
-
-
 def open_or_plan(
     folder: str | os.PathLike,
     key: dict,
@@ -161,20 +136,23 @@ def open_or_plan(
     *,
     what: str,
 ) -> Opened:
-    """`open_or_fill` for rows whose layout takes work to know (the augmentation cache's
-    pictures: their sizes come from a pass over the JPEG headers). A good file of `key`
-    is served whatever its columns (the key names everything they were made from);
-    `plan()` runs only when this process fills the file, holding the key's lock, and
-    gives (num_examples, columns, read_ahead) as `open_or_fill` takes them. The rows of
-    such a fill are summed once filled (`FileFill.sums_while_filling`), so they may be
-    written in any order and shape."""
+    """The persistent file of `key` in `folder`: served if a good file is there, else
+    filled into a new one if this process may, else neither (one log line says why).
+
+    A good file of `key` is served whatever its columns: the key names everything they
+    were made from. `plan()` runs only when this process fills the file, holding the
+    key's lock (the picture store's layout takes a pass over the JPEG headers), and
+    gives (num_examples, columns, read_ahead): `columns` is {name: (one row's shape,
+    dtype[, a row count of the column's own])}; `read_ahead`: the rows exceed the memory
+    budget, so served epochs ask for their rows ahead (as `disk_rows` does). The data
+    checksum is made once every row is written, so a fill may write in any order."""
     key = json.loads(json.dumps(key))
 
     def planned() -> tuple[Layout, bool]:
         num_examples, columns, read_ahead = plan()
         return Layout.plan(key, num_examples, columns), read_ahead
 
-    return _open_or_fill(Path(folder), key, None, planned, what=what, sums_while_filling=False)
+    return _open_or_fill(Path(folder), key, planned, what=what)
 
 
 def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
@@ -182,22 +160,15 @@ def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndar
     not, in a few words). For processes that only read (the loader's workers)."""
     key = json.loads(json.dumps(key))
     path = Path(folder) / file_name(key)
-    rows, bad, _ = _open_checked(path, key, None, False)
+    rows, bad, _ = _open_checked(path, key, False)
     return rows, "" if rows is not None else (bad or "is not there")
 
 
 def _open_or_fill(
-    folder: Path,
-    key: dict,
-    layout: Layout | None,
-    plan: Callable[[], tuple[Layout, bool]],
-    *,
-    what: str,
-    read_ahead: bool = False,
-    sums_while_filling: bool = True,
+    folder: Path, key: dict, plan: Callable[[], tuple[Layout, bool]], *, what: str
 ) -> Opened:
     path = folder / file_name(key)
-    rows, bad, size = _open_checked(path, key, layout, read_ahead)
+    rows, bad, size = _open_checked(path, key, False)
     if rows is not None:
         logging.info(
             "fast_tfds: serving %s from the persistent cache %s (%s)", what, path, _size(size)
@@ -233,7 +204,7 @@ def _open_or_fill(
     try:
         remove_leftovers(folder)
         # Another process may have finished it while this one waited for the lock.
-        rows, bad, _ = _open_checked(path, key, layout, read_ahead)
+        rows, bad, _ = _open_checked(path, key, False)
         if rows is not None:
             os.close(lock_fd)
             return Opened(path, rows=rows)
@@ -247,15 +218,15 @@ def _open_or_fill(
         os.close(lock_fd)
         raise
     kind = FileFillReadAhead if read_ahead else MemoryFill
-    fill = kind(path, layout, lock_fd, what, sums_while_filling=sums_while_filling)
+    fill = kind(path, layout, lock_fd, what)
     return Opened(path, allocate=fill)
 
 
 def _open_checked(
-    path: Path, key: dict, layout: Layout | None, read_ahead: bool
+    path: Path, key: dict, read_ahead: bool
 ) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
     """(rows, None, size) of a good file; (None, why, 0) of a bad one; (None, None, 0) if
-    absent. `layout`: the columns the file must have (None: any, the key decides)."""
+    absent. Its columns are whatever the key made them."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -272,11 +243,6 @@ def _open_checked(
             raise BadFile(f"is truncated ({size} of {found.file_size} bytes)")
         if found.key != key:
             raise BadFile("was made from other inputs (its key differs)")
-        if layout is not None and (found.num_examples, _shapes(found)) != (
-            layout.num_examples,
-            _shapes(layout),
-        ):
-            raise BadFile("holds other columns than this read makes")
         # Copy-on-write: the arrays are writable for numpy and TensorFlow, and no page is
         # ever written, so every process shares the page cache's one copy.
         region = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
@@ -285,9 +251,7 @@ def _open_checked(
         message = str(err)
         return (
             None,
-            message
-            if message.startswith(("is ", "was ", "holds "))
-            else (f"cannot be trusted: {message}"),
+            message if message.startswith(("is ", "was ")) else (f"cannot be trusted: {message}"),
             0,
         )
     except (OSError, ValueError) as err:
@@ -301,10 +265,6 @@ def _open_checked(
     except OSError:  # A read-only folder.
         pass
     return _views(region, found), None, size
-
-
-def _shapes(layout: Layout) -> list:
-    return [(c.name, c.rows, c.shape, c.dtype.str) for c in layout.columns]
 
 
 def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
@@ -325,25 +285,12 @@ class FileFill:
 
     Holds the key's lock from its creation until the file is renamed (or given up).
     If the disk lacks room, or the file cannot be made, the arena gets anonymous
-    memory instead (one log line) and nothing is persisted.
-
-    `sums_while_filling`: the data checksum is made of the rows as the fill writes them
-    (`wrote`, whole rows of an arena), and checked against the rows once filled; False
-    for a fill that writes its columns in no row order (the augmentation cache's
-    pictures), whose checksum is made once filled.
+    memory instead (one log line) and nothing is persisted. The data checksum is made
+    of the rows once every one is written (a fill writes them in any order).
     """
 
-    def __init__(
-        self,
-        path: Path,
-        layout: Layout,
-        lock_fd: int,
-        what: str,
-        *,
-        sums_while_filling: bool = True,
-    ):
+    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str):
         self.path = path
-        self.sums_while_filling = sums_while_filling
         self.layout = layout
         self.what = what
         self._held = _Held(lock_fd)
@@ -351,7 +298,6 @@ class FileFill:
         self._current: dict[str, np.ndarray] | None = None
         self._fd: int | None = None
         self._region: mmap.mmap | None = None
-        self._sums: dict[str, int] = {}
         self._announced = False
         self.persisted = False
         self.writing: threading.Thread | None = None  # Writing the filled file out.
@@ -383,7 +329,6 @@ class FileFill:
                 )
                 return _in_memory(wanted)
             self._current = arrays
-            self._sums = {name: 0 for name in arrays}
         if not self._announced:
             self._announced = True
             logging.warning(
@@ -415,16 +360,6 @@ class FileFill:
         # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
         platform.preallocate(fd, self.layout.file_size)
         return fd
-
-    def wrote(self, arrays: dict[str, np.ndarray], start: int, n: int) -> None:
-        """Adds rows start..start+n (just written by the fill) to the data checksum."""
-        if arrays is not self._current or not self.sums_while_filling:
-            return
-        sums = {name: column_checksum(a[start : start + n]) for name, a in arrays.items()}
-        with self._lock:
-            if arrays is self._current:
-                for name, value in sums.items():
-                    self._sums[name] = add(self._sums[name], value)
 
     def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
         """Every row is written: the file is written back, verified, given its header
@@ -466,15 +401,12 @@ class FileFill:
         # Written back once: later epochs find clean pages, which the kernel can drop
         # cheaply under a memory limit; and an I/O error shows here, not later.
         region.flush()
-        found = {name: column_checksum(a) for name, a in arrays.items()}
-        if self.sums_while_filling and found != self._sums:
-            raise BadFile("its rows do not match the checksum made while filling them")
-        self._sums = found
-        header = self.layout.header(self._sums)
+        sums = {name: column_checksum(a) for name, a in arrays.items()}
+        header = self.layout.header(sums)
         os.pwrite(fd, header, 0)
         os.fsync(fd)
         check = read_header(fd)
-        if check.checksums != self._sums or check.layout.key != self.layout.key:
+        if check.checksums != sums or check.layout.key != self.layout.key:
             raise BadFile("its header did not read back as written")
         os.rename(self._held.temp, self.path)
         _fsync_folder(self.path.parent)
@@ -527,9 +459,6 @@ class MemoryFill(FileFill):
         return {
             c.name: arenas.allocate_in_memory((c.rows, *c.shape), c.dtype) for c in layout.columns
         }
-
-    def wrote(self, arrays, start, n) -> None:
-        """Nothing: the checksum is made from the filled rows, in the writing thread."""
 
     def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
         fd, layout = self._fd, self.layout

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -67,30 +66,17 @@ def make_decoder(
 
 @dataclasses.dataclass(frozen=True)
 class BlockImages:
-    """Stored JPEGs that decode a block at a time to one output shape.
-
-    `resize` is False where every stored image already has the output size (config
-    '224' read at 224): decoded straight to TensorFlow's exact pixels, an image of
-    another size being an error. Else each is decoded at the smallest DCT scale that
-    covers the output and resized (`jpeg_blocks.decode_resized_into`).
+    """Stored JPEGs that decode to one output shape, each where it is needed: the
+    reader keeps them encoded (`SplitReading.encoded`) for the picture store or the
+    stream to decode (at the smallest DCT scale that covers the output, and resized
+    where the stored size is not the output's: `jpeg_blocks.decode_resized_into`).
     """
 
     shape: tuple[int, int, int]
-    resize: bool
 
     @property
     def spec(self) -> tf.TensorSpec:
         return tf.TensorSpec(self.shape, tf.uint8)
-
-    def decode(self, jpegs: np.ndarray) -> np.ndarray:
-        if self.resize:
-            return jpeg_blocks.decode_resized_block(jpegs, self.shape)
-        return jpeg_blocks.decode_jpeg_block(jpegs, self.shape)
-
-    def decode_into(self, jpegs: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        if self.resize:
-            return jpeg_blocks.decode_resized_block_into(jpegs, rows)
-        return jpeg_blocks.decode_jpeg_block_into(jpegs, rows)
 
 
 def block_images(
@@ -109,8 +95,8 @@ def block_images(
     if len(stored) != 3 or stored[2] != 3:
         return None
     if target is None:
-        return None if None in stored else BlockImages(stored, resize=False)
-    return BlockImages((*target, 3), resize=tuple(target) != stored[:2])
+        return None if None in stored else BlockImages(stored)
+    return BlockImages((*target, 3))
 
 
 def decode_resized(

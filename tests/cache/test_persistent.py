@@ -31,14 +31,19 @@ def rows() -> dict[str, np.ndarray]:
     }
 
 
+def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persistent.Opened:
+    """The file of `key` opened as the fallback's arena of examples opens it."""
+    return persistent.open_or_plan(
+        folder, key, lambda: (N, COLUMNS, read_ahead), what=f"toy {key['split']}"
+    )
+
+
 def fill(
     folder: Path, key=KEY, *, stop_after: int | None = None, read_ahead: bool = False
 ) -> persistent.Opened:
     """Fills the file of `key` as the reader does: blocks of 8 written out of order.
     `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
-    opened = persistent.open_or_fill(
-        folder, key, N, COLUMNS, what="toy train", read_ahead=read_ahead
-    )
+    opened = open_toy(folder, key, read_ahead=read_ahead)
     assert opened.rows is None and opened.allocate is not None
     columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
     arena = arenas.Arena(N, columns, opened.allocate)
@@ -61,7 +66,7 @@ def fill(
 
 
 def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
-    return persistent.open_or_fill(folder, key, N, COLUMNS, what="toy train").rows
+    return open_toy(folder, key).rows
 
 
 @pytest.mark.parametrize("posix_fallocate", [True, False], ids=["posix_fallocate", "without"])
@@ -96,7 +101,7 @@ def test_every_header_byte_flipped_is_caught_and_refilled(tmp_path, caplog):
         damaged = bytearray(original)
         damaged[position] ^= 0x01
         path.write_bytes(bytes(damaged))
-        opened = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+        opened = open_toy(tmp_path)
         assert opened.rows is None, f"a flipped byte at {position} was not caught"
         assert opened.allocate is not None  # refilled
         opened.allocate.close()
@@ -108,7 +113,7 @@ def test_a_truncated_file_is_refilled(tmp_path, caplog):
     path = fill(tmp_path).path
     size = path.stat().st_size
     os.truncate(path, size - 4096)
-    opened = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+    opened = open_toy(tmp_path)
     assert opened.rows is None and opened.allocate is not None
     assert any("is truncated" in r.getMessage() for r in caplog.records), caplog.text
     opened.allocate.close()
@@ -121,7 +126,7 @@ def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, c
     target = tmp_path / persistent.file_name(other)
     assert target != path
     os.replace(path, target)
-    opened = persistent.open_or_fill(tmp_path, other, N, COLUMNS, what="toy test")
+    opened = open_toy(tmp_path, other)
     assert opened.rows is None
     assert any("was made from other inputs" in r.getMessage() for r in caplog.records)
     opened.allocate.close()
@@ -132,7 +137,7 @@ def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
     temps = [p for p in tmp_path.iterdir() if persistent_listing.TEMP_MARK in p.name]
     assert len(temps) == 1 and not opened.path.exists()
     # While it runs, a second filler finds the key taken and caches in memory.
-    second = persistent.open_or_fill(tmp_path, KEY, N, COLUMNS, what="toy train")
+    second = open_toy(tmp_path)
     assert second.rows is None and second.allocate is None
     opened.allocate.close()
     assert not temps[0].exists() and not opened.path.exists()
@@ -186,7 +191,3 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     got = persistent.open_or_plan(tmp_path, key, never, what="toy pictures").rows
     for k, want in data.items():
         np.testing.assert_array_equal(got[k], want)
-    # The arena's own opening of the same key compares columns: these are not its.
-    arena = persistent.open_or_fill(tmp_path, key, N, COLUMNS, what="toy train")
-    assert arena.rows is None
-    arena.allocate.close()
