@@ -5,8 +5,8 @@ batch index:
 
     records[shard_index::shard_count] -> shuffle(seed) -> decode -> batch
 
-Grain's shuffle permutes the whole shard (no buffer) with a new seed every
-epoch, and its batching keeps epochs apart, so batch `p` of the repeated
+Grain's shuffle (its order, each epoch's permutation made at once: `shuffle`)
+permutes the whole shard (no buffer) with a new seed every epoch, and its batching keeps epochs apart, so batch `p` of the repeated
 dataset belongs to epoch `p // len(loader)` and depends only on the seed, the
 shard and `p`. An iterator's state is therefore just its position: resuming
 slices the dataset there and gives exactly the rest of the epoch, whatever the
@@ -44,7 +44,7 @@ from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.core.passes import PassClock
-from fast_tfds.loader import augmented, cached, padding
+from fast_tfds.loader import augmented, cached, padding, shuffle
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample
 from fast_tfds.loader.options import LoaderOptions
@@ -167,7 +167,8 @@ class FastLoader(grain.IterDataset):
         if self.padded is None:
             ds = ds[options.shard_index :: options.shard_count]
         if options.shuffle:
-            ds = ds.shuffle(seed=self.seed)
+            # Grain's order, each epoch's permutation made at once (`shuffle`).
+            ds = shuffle.EpochShuffle(ds, seed=self.seed)
         if self.batches is not None:
             return ds.batch(
                 options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches
