@@ -98,6 +98,14 @@ def filesystem():
     return fsspec.filesystem("gs")
 
 
+def filesystem_class():
+    """gcsfs's client class, imported but not made (no credentials looked for yet);
+    ImportError without gcsfs."""
+    import fsspec
+
+    return fsspec.get_filesystem_class("gs")
+
+
 def _list(folder: str) -> list[dict]:
     import fsspec
 
