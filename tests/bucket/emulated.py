@@ -2,7 +2,8 @@
 
 `gcp-storage-emulator` serves the GCS JSON API over plain HTTP. The clients reach it
 in three ways, all through one `Proxy` here, which counts every request and can
-delay each one (or only listings) or drop the connection (a bucket gone):
+delay each one (or only listings, or hold those of one object until released) or drop
+the connection (a bucket gone):
 
 - TensorFlow's own gs:// client (`tf.io.gfile`, `TFRecordDataset`, TFDS) has the
   endpoints compiled in (https://storage.googleapis.com, https://www.googleapis.com);
@@ -250,6 +251,11 @@ class Proxy:
         self.context.load_cert_chain(cert, key)
         self.latency_s = 0.0
         self.listing_latency_s = 0.0  # more, for listings of objects only
+        # Requests for objects whose name ends with `held` wait until `release` is set
+        # (at most UPSTREAM_TIMEOUT_S): a shard that is surely unread when a test
+        # breaks the bucket, however fast the reader asks for the others.
+        self.held: str | None = None
+        self.release = threading.Event()
         self.gone = False
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -321,6 +327,8 @@ class Proxy:
                 if self.gone:
                     self._record(method, host, target, 0, 0)
                     return  # the connection drops, unanswered
+                if self.held and (_object_of(_origin_form(target))[0] or "").endswith(self.held):
+                    self.release.wait(UPSTREAM_TIMEOUT_S)
                 if self.latency_s:
                     time.sleep(self.latency_s)
                 if self.listing_latency_s and _is_listing(_origin_form(target)):
