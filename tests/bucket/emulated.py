@@ -83,6 +83,18 @@ def _wait_for_port(port: int, timeout: float, process: subprocess.Popen | None =
     raise EmulatorUnavailable(f"nothing answered on 127.0.0.1:{port} within {timeout:g} s")
 
 
+# The emulator serves one connection at a time (http.server.HTTPServer) with a listen
+# queue of 5: a burst of more connections than that (16 shard copies starting at once)
+# overflows it, and the kernel drops the extra connection's SYN, which the client resends
+# after 1 s: a stall of the emulator's making (GCS serves requests in parallel). A queue
+# of 128 holds such a burst; the requests are still served one by one.
+_EMULATOR_MAIN = """
+import http.server, runpy
+http.server.HTTPServer.request_queue_size = 128
+runpy.run_module("gcp_storage_emulator", run_name="__main__", alter_sys=True)
+"""
+
+
 class Emulator:
     """`gcp-storage-emulator` in a child process, in memory, on a free loopback port."""
 
@@ -92,7 +104,7 @@ class Emulator:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Emulator:
-        command = [sys.executable, "-m", "gcp_storage_emulator", "start"]
+        command = [sys.executable, "-c", _EMULATOR_MAIN, "start"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--in-memory", "--quiet"]
         command += ["--default-bucket", self.bucket]
         try:
