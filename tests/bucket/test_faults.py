@@ -122,6 +122,26 @@ def test_a_missing_object_ends_the_read_with_its_name(
     assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
 
 
+@pytest.mark.parametrize("kind", ["dataset", "dataset-tf-client"])
+def test_a_truncated_object_is_named_not_its_copy(own_bucket, kind, cats_data_dir):
+    """A shard object cut short in the bucket: the copy is whole (the object's bytes, all
+    of them), so its records fail their checks, and the error names the object in the
+    bucket, never the local copy's temporary path."""
+    name = f"{TFRECORD}/{SHARD.format('tfrecord')}"
+    data = (cats_data_dir / SHARD.format("tfrecord")).read_bytes()
+    own_bucket.rewrite(name, data[: len(data) // 2])
+    child = start(own_bucket, kind)
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert error, "the read ended without an error"
+    _, message = error_message(error)
+    assert f"fast_tfds: shard gs://{own_bucket.name}/{name} gave " in message, message
+    assert "fast_tfds-shards-" not in message, message
+    if kind == "dataset":
+        assert "the object in the bucket is truncated or corrupt" in message, message
+    assert_right_examples(found["read"], Truth.of(cats_data_dir))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     own_bucket, kind, cats_data_dir, cats_array_record_dir
