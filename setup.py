@@ -23,8 +23,8 @@ LOADER = [
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
-# Shards in a bucket (gs://): the loader copies whole shard objects through gcsfs
-# (fast_tfds/loader/bucket_shards.py), and persist=True's key holds each object's size and
+# Shards in a bucket (gs://): both readers copy whole shard objects through gcsfs
+# (fast_tfds/cache/shard_copies.py), and persist=True's key holds each object's size and
 # generation, listed through it (fast_tfds/cache/remote_files.py).
 GCS = ["gcsfs>=2026.10.1"]
 # Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model

@@ -13,7 +13,9 @@ GCS client, no cache), timed from the call that opens the dataset to its last ba
 - `article`: the source article's pipeline over the same bucket (TFRecordDataset +
   interleave + parallel map decode + cache + prefetch; float32), as
   `benchmarks.baselines.parallel_pipeline` writes it;
-- `as_fast_dataset`: the reader's default (memory cache, float32);
+- `as_fast_dataset`: the reader's default (memory cache, float32), which reads the shards
+  from whole-object local copies made with gcsfs; with `--tf-gcs-client`, also
+  `as_fast_dataset:tf-gcs`, the same without gcsfs (TensorFlow's GCS client reads them);
 - `as_fast_loader`: the Grain loader over the ArrayRecord files (uint8); with
   `--loader-threads N`, also `as_fast_loader:N`, the loader with num_threads=N.
 
@@ -61,6 +63,17 @@ _CHILD = textwrap.dedent(
     """
     import json, os, sys, time
     pipeline, data_dir = sys.argv[1:3]
+    if pipeline.endswith(":tf-gcs"):
+        # gcsfs not importable: as_fast_dataset reads the shards through TensorFlow's GCS
+        # client, as it did before it read them from whole-object copies.
+        import importlib.abc
+
+        class NoGcsfs(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "gcsfs":
+                    raise ModuleNotFoundError("gcsfs blocked", name=name)
+
+        sys.meta_path.insert(0, NoGcsfs())
     # "article+8MB": the article's pipeline with GCS_READ_CACHE_BLOCK_SIZE_MB=8 (set by
     # the parent in this process's environment: TensorFlow reads it when imported).
     pipeline = pipeline.split("+")[0]
@@ -276,6 +289,11 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         "GCS_READ_CACHE_BLOCK_SIZE_MB=N (default 64) in their environment",
     )
     parser.add_argument(
+        "--tf-gcs-client",
+        action="store_true",
+        help="also as_fast_dataset with gcsfs blocked (TensorFlow's GCS client reads the shards)",
+    )
+    parser.add_argument(
         "--persist",
         action="store_true",
         help="also persist=True: the next run's epoch 1 from the local decoded file",
@@ -288,6 +306,8 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     pipelines = list(PIPELINES)
     if args.loader_threads:
         pipelines.append(f"as_fast_loader:{args.loader_threads}")
+    if args.tf_gcs_client:
+        pipelines.insert(pipelines.index("as_fast_dataset") + 1, "as_fast_dataset:tf-gcs")
     if args.gcs_block_mb:
         pipelines += [f"{p}+{args.gcs_block_mb}MB" for p in ("article", "as_fast_dataset")]
     latencies = [int(ms) for ms in args.latencies.split(",")]
@@ -382,11 +402,11 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
         " the proxy's over the child's run)"
     )
     cpu_header = "CPU s: pipe   emu  proxy"
-    header = f"  {'pipeline':<21}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
+    header = f"  {'pipeline':<23}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        print(f"  {pipeline:<21}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
+        print(f"  {pipeline:<23}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
             # The article's pipeline with the same TensorFlow settings.
@@ -397,7 +417,7 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
                 ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
-            print(f"  {pipeline:<21}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
+            print(f"  {pipeline:<23}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:

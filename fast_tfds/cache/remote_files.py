@@ -16,6 +16,7 @@ caches in memory, as for any key it cannot make.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 
@@ -96,6 +97,16 @@ def filesystem():
     import fsspec
 
     return fsspec.filesystem("gs")
+
+
+def has_gcsfs() -> bool:
+    """Whether gcsfs can be imported, without importing it (its import, aiohttp's
+    included, is a few tenths of a second: a reader that opens a dataset asks this,
+    and imports it with the first copy, in the copying thread)."""
+    try:
+        return importlib.util.find_spec("gcsfs") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _list(folder: str) -> list[dict]:

@@ -124,7 +124,8 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
     # from this one keep it alive, and it goes with them.
     ds._fast_tfds_arena = getattr(keep, "arena", None)
     ds._fast_tfds_augment_cache = getattr(keep, "keep", None)
-    return ds
+    # The shards' local copies (a bucket's), if the epochs read any: the same.
+    return records.keep_copies(ds, reading.__dict__.get("shard_copies"))
 
 
 def batches_per_epoch(reading: Reading) -> int:

@@ -1,18 +1,29 @@
 """Reading a split's TFRecord shards: which files, which pipeline reads which, and
 record counts checked so that a damaged shard is named, never silently short.
+
+Shards in a bucket (gs://) are read from whole-object local copies where gcsfs is
+installed (`shard_copies`, the loader's machinery in `fast_tfds.cache.shard_copies`): an
+epoch asks for every shard's copy as it starts, in the order it opens them, and opening
+a shard waits for its copy. TensorFlow's own GCS client, which reads them otherwise,
+costs more CPU per shard (TLS, a 64 MB buffer per file opened: docs/buckets.md).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import weakref
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds.cache import remote_files
+from fast_tfds.cache.shard_copies import BucketReadError, ObjectCopies, read_timeout_s
 from fast_tfds.core import splits
 
 AUTOTUNE = tf.data.AUTOTUNE
+log = logging.getLogger("fast_tfds")
 
 
 def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.FileInstruction]:
@@ -57,6 +68,7 @@ def read_indexed_records(
     deterministic: bool = True,
     records: bool = True,
     indices: bool = True,
+    copies: ObjectCopies | None = None,
 ) -> tf.data.Dataset:
     """(example index, serialized example) pairs of the given file instructions, files
     read in parallel; with `records=False` the indices alone, in the same order.
@@ -73,6 +85,11 @@ def read_indexed_records(
     `records=False` gives the same order from ranges alone (nothing read), which is how
     a filled cache replays an epoch that was streamed; `indices=False` the records
     alone (a zip per record less, where nothing needs the index).
+
+    `copies` (`shard_copies(instructions)`): the shards are read from local copies of
+    their objects, every copy asked for when the files are first listed (in the order
+    they are opened), and each shard opened once its copy is there. The caller keeps
+    `copies` alive as long as the dataset (`keep_copies` on the dataset it returns).
     """
     count = len(instructions)
     with_indices = indices
@@ -87,11 +104,23 @@ def read_indexed_records(
     take = tf.constant(takes, tf.int64)
     offset = tf.constant(list(offsets), tf.int64)
 
+    if records and copies is not None:
+        # The prefetch runs through the whole file order as the epoch starts: every
+        # copy is asked for at once, in that order (PARALLEL_COPIES of them run at a time).
+        files = files.map(_copy_starter(copies)).prefetch(count)
+
+    # Branches on Python values only: autograph's rewrite of it was 0.6 s of every
+    # opening (see epochs.NO_AUTOGRAPH).
+    @tf.autograph.experimental.do_not_convert
     def indexed(k):
         indices = tf.data.Dataset.range(offset[k], offset[k] + take[k])
         if not records:
             return indices
-        shard = checked_shard_records(filenames[k], skip[k], take[k])
+        if copies is None:
+            shard = checked_shard_records(filenames[k], skip[k], take[k])
+        else:
+            local = _local_copy(copies, k)
+            shard = checked_shard_records(local, skip[k], take[k], name=filenames[k])
         return tf.data.Dataset.zip(indices, shard) if with_indices else shard
 
     return files.interleave(
@@ -107,18 +136,99 @@ def read_records(
     instructions, *, shuffle: bool, seed: int | None, deterministic: bool
 ) -> tf.data.Dataset:
     """Serialized examples of the given file instructions, files read in parallel: in
-    the split's record order, or with `shuffle` in a file order drawn from `seed`."""
+    the split's record order, or with `shuffle` in a file order drawn from `seed` (shards
+    in a bucket from local copies, for the dataset's life, as `shard_copies` says)."""
     file_seed = None
     if shuffle:
         drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
         file_seed = tf.constant([drawn, 0], tf.int64)
+    copies = shard_copies(instructions)
     indexed = read_indexed_records(
         instructions,
         instruction_offsets(instructions),
         file_seed=file_seed,
         deterministic=deterministic,
+        copies=copies,
     )
-    return indexed.map(lambda _index, record: record)
+    return keep_copies(indexed.map(lambda _index, record: record), copies)
+
+
+_told_without_gcsfs = False
+
+
+def shard_copies(instructions) -> ObjectCopies | None:
+    """Local copies of the shards, where they are objects in a bucket (gs://) and gcsfs
+    is installed; else None: TensorFlow's GCS client reads them (without gcsfs, said
+    once per process in the log). The copies stay until the object is collected (the
+    dataset that reads them) or the process ends, so that every epoch that reads the
+    shards reads local files; they need the shards' size free under TMPDIR."""
+    global _told_without_gcsfs
+    files = [os.fspath(fi.filename) for fi in instructions]
+    if not files or not files[0].startswith(remote_files.SCHEME):
+        return None
+    if not remote_files.has_gcsfs():
+        if not _told_without_gcsfs:
+            _told_without_gcsfs = True
+            log.warning(
+                "fast_tfds: the shards in %s are read through TensorFlow's GCS client: "
+                "copying whole shard objects, with less CPU, needs gcsfs (%s)",
+                os.path.dirname(files[0]),
+                remote_files.INSTALL,
+            )
+        return None
+    return ObjectCopies(files, read_timeout_s())
+
+
+# The numpy functions below hold their copies by a weak reference: TensorFlow keeps
+# every numpy function of a tf.data pipeline (and what it holds) in the process's
+# default graph for good, and the copies must go with their dataset, which holds them
+# (`keep_copies`; an iterator holds its dataset).
+
+
+def keep_copies(ds: tf.data.Dataset, copies: ObjectCopies | None) -> tf.data.Dataset:
+    """`ds`, holding `copies` for its life (and the datasets made from it, theirs)."""
+    if copies is not None:
+        ds._fast_tfds_shard_copies = copies
+    return ds
+
+
+def _copy_starter(copies: ObjectCopies):
+    """fn(file index k) -> k, once file k's copy is asked for (not waited for)."""
+    held = weakref.ref(copies)
+
+    def start(k):
+        copies = held()
+        if copies is not None:  # else _local_copy says so
+            copies.start(int(k))
+        return k
+
+    def started(k):
+        return tf.ensure_shape(tf.numpy_function(start, [k], tf.int64, stateful=True), [])
+
+    return started
+
+
+def _local_copy(copies: ObjectCopies, k: tf.Tensor) -> tf.Tensor:
+    """The path of file k's copy, once it is there; an InvalidArgumentError whose message
+    is the one line of `BucketReadError` where it cannot be had (raised in Python, it
+    would come with a traceback of the numpy function's)."""
+
+    held, folder = weakref.ref(copies), os.path.dirname(copies.files[0])
+
+    def wait(k):
+        copies = held()
+        if copies is None:
+            gone = f"fast_tfds: the dataset reading the shards in {folder} is gone"
+            return b"", gone.encode()
+        try:
+            return copies.wait(int(k)).encode(), b""
+        except BucketReadError as error:
+            return b"", f"fast_tfds: {error}".encode()
+
+    local, said = tf.numpy_function(wait, [k], (tf.string, tf.string), stateful=True)
+    check = tf.debugging.Assert(tf.equal(said, ""), [said])
+    with tf.control_dependencies([check]):
+        return tf.ensure_shape(tf.identity(local), [])
 
 
 def instruction_offsets(instructions) -> list[int]:
@@ -136,8 +246,9 @@ def instruction_offsets(instructions) -> list[int]:
 _CHECK_GROUP = 32
 
 
-def checked_shard_records(filename, skip, take) -> tf.data.Dataset:
-    """Records skip..skip+take of one shard, or an error that names the shard.
+def checked_shard_records(filename, skip, take, name=None) -> tf.data.Dataset:
+    """Records skip..skip+take of one shard, or an error that names the shard (`name`:
+    the object in a bucket that `filename` is a whole local copy of).
 
     TFRecordDataset's own DataLossError ("corrupted record at 99398") does not
     say which file, and tf.data has no per-file error hook. So a read error
@@ -156,7 +267,7 @@ def checked_shard_records(filename, skip, take) -> tf.data.Dataset:
 
     def fail(n):
         # Built only on failure: the message costs a regex and a join.
-        message = _shard_error(filename, n, take)
+        message = _shard_error(filename, n, take) if name is None else _copy_error(name, n, take)
         with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
             return tf.constant(False)
 
@@ -215,6 +326,27 @@ def _object_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
             "`); where a bucket may be unreachable, fail sooner with "
             "GCS_RETRY_CONFIG_MAX_RETRIES=2 (TensorFlow retries a read 10 times, with "
             "back-off up to 32 s) set before the process first reads gs://.",
+        ]
+    )
+
+
+def _copy_error(name: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
+    """A shard read from a whole copy of its object: the copy came complete, so the
+    object itself is short or corrupt."""
+    folder = tf.strings.regex_replace(name, r"/[^/]*$", "")
+    return tf.strings.join(
+        [
+            "fast_tfds: shard ",
+            name,
+            " gave ",
+            tf.strings.as_string(n),
+            " of the ",
+            tf.strings.as_string(take),
+            " records the dataset's metadata lists: the object in the bucket is truncated "
+            "or corrupt (its whole copy failed a TFRecord length or CRC check). Compare the "
+            "objects' sizes with the local build's (`gcloud storage ls -l ",
+            folder,
+            "`), check that build with `fast-tfds verify`, and copy it to the bucket again, whole.",
         ]
     )
 

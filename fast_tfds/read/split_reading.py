@@ -170,7 +170,18 @@ class Reading:
             deterministic=self.order.deterministic,
             records=not indices_only,
             indices=with_indices,
+            copies=None if indices_only else self.shard_copies,
         )
+
+    @functools.cached_property
+    def shard_copies(self):
+        """Local copies of this pipeline's shards where they are in a bucket (with gcsfs:
+        `records.shard_copies`), one set for every epoch of the dataset, which keeps
+        them; None otherwise, and with the tf.data service, whose workers read the shard
+        files themselves (a Python function does not travel to them)."""
+        if self.service_address is not None:
+            return None
+        return records.shard_copies(self.instructions)
 
     def shuffled(self, ds: tf.data.Dataset, epoch) -> tf.data.Dataset:
         """`ds` through `epoch`'s shuffle buffer when shuffling (seeded from (seed, epoch):

@@ -2,7 +2,8 @@
 
 `gcp-storage-emulator` serves the GCS JSON API over plain HTTP. The clients reach it
 in three ways, all through one `Proxy` here, which counts every request and can
-delay each one (or only listings) or drop the connection (a bucket gone):
+delay each one (or only listings, or hold those of one object until released) or drop
+the connection (a bucket gone):
 
 - TensorFlow's own gs:// client (`tf.io.gfile`, `TFRecordDataset`, TFDS) has the
   endpoints compiled in (https://storage.googleapis.com, https://www.googleapis.com);
@@ -82,6 +83,18 @@ def _wait_for_port(port: int, timeout: float, process: subprocess.Popen | None =
     raise EmulatorUnavailable(f"nothing answered on 127.0.0.1:{port} within {timeout:g} s")
 
 
+# The emulator serves one connection at a time (http.server.HTTPServer) with a listen
+# queue of 5: a burst of more connections than that (16 shard copies starting at once)
+# overflows it, and the kernel drops the extra connection's SYN, which the client resends
+# after 1 s: a stall of the emulator's making (GCS serves requests in parallel). A queue
+# of 128 holds such a burst; the requests are still served one by one.
+_EMULATOR_MAIN = """
+import http.server, runpy
+http.server.HTTPServer.request_queue_size = 128
+runpy.run_module("gcp_storage_emulator", run_name="__main__", alter_sys=True)
+"""
+
+
 class Emulator:
     """`gcp-storage-emulator` in a child process, in memory, on a free loopback port."""
 
@@ -91,7 +104,7 @@ class Emulator:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Emulator:
-        command = [sys.executable, "-m", "gcp_storage_emulator", "start"]
+        command = [sys.executable, "-c", _EMULATOR_MAIN, "start"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--in-memory", "--quiet"]
         command += ["--default-bucket", self.bucket]
         try:
@@ -250,6 +263,11 @@ class Proxy:
         self.context.load_cert_chain(cert, key)
         self.latency_s = 0.0
         self.listing_latency_s = 0.0  # more, for listings of objects only
+        # Requests for objects whose name ends with `held` wait until `release` is set
+        # (at most UPSTREAM_TIMEOUT_S): a shard that is surely unread when a test
+        # breaks the bucket, however fast the reader asks for the others.
+        self.held: str | None = None
+        self.release = threading.Event()
         self.gone = False
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -321,6 +339,8 @@ class Proxy:
                 if self.gone:
                     self._record(method, host, target, 0, 0)
                     return  # the connection drops, unanswered
+                if self.held and (_object_of(_origin_form(target))[0] or "").endswith(self.held):
+                    self.release.wait(UPSTREAM_TIMEOUT_S)
                 if self.latency_s:
                     time.sleep(self.latency_s)
                 if self.listing_latency_s and _is_listing(_origin_form(target)):

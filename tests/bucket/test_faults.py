@@ -15,11 +15,13 @@ import pytest
 
 from tests.bucket import reads
 from tests.bucket.conftest import ARRAY_RECORD, TFRECORD
+from tests.helpers import BLOCK_PACKAGES
 from tests.pairs import Truth
 
 # How long a failing read may take, at most, with the settings below: TensorFlow's GCS
 # client with 2 retries of its own (its default is 10, with back-off up to 32 s each),
-# the loader with a 20 s read timeout (array_record's client retries for minutes).
+# the shard copies (the loader's, and as_fast_dataset's with gcsfs) with a 20 s read
+# timeout without progress (gcsfs and array_record's client retry for minutes).
 BOUND_S = 240
 FAIL_FAST = {
     "GCS_RETRY_CONFIG_MAX_RETRIES": "2",
@@ -27,7 +29,10 @@ FAIL_FAST = {
     "GCS_RETRY_CONFIG_MAX_DELAY_TIME_US": "1000000",
     "FAST_TFDS_BUCKET_READ_TIMEOUT_S": "20",
 }
-PREFIX = {"dataset": TFRECORD, "loader": ARRAY_RECORD}
+PREFIX = {"dataset": TFRECORD, "dataset-tf-client": TFRECORD, "loader": ARRAY_RECORD}
+# "dataset" reads shard copies made with gcsfs; "dataset-tf-client" has no gcsfs, and
+# reads the shards through TensorFlow's GCS client.
+KINDS = list(PREFIX)
 SHARD = "cats_vs_dogs_fast/224/1.0.0/cats_vs_dogs_fast-train.{}-00009-of-00016"
 
 READ = """
@@ -35,7 +40,7 @@ import os
 import cats_vs_dogs_fast
 from tests.pairs import outputs_of
 
-kind = os.environ["KIND"]
+kind = os.environ["KIND"].split("-")[0]
 read = {"dataset": cats_vs_dogs_fast.as_fast_dataset, "loader": cats_vs_dogs_fast.as_fast_loader}
 got = []
 try:
@@ -56,7 +61,7 @@ else:
 
 
 def truth_of(kind, cats_data_dir, cats_array_record_dir) -> Truth:
-    return Truth.of(cats_data_dir if kind == "dataset" else cats_array_record_dir)
+    return Truth.of(cats_data_dir if kind.startswith("dataset") else cats_array_record_dir)
 
 
 def assert_right_examples(outputs, truth: Truth) -> None:
@@ -67,7 +72,20 @@ def assert_right_examples(outputs, truth: Truth) -> None:
 
 def start(bucket, kind: str, **env):
     settings = {**FAIL_FAST, **env}
-    return reads.start(bucket, READ, KIND=kind, GS_DIR=bucket.url(PREFIX[kind]), **settings)
+    code, args = READ, ()
+    if kind == "dataset-tf-client":
+        code, args = BLOCK_PACKAGES + READ, ["gcsfs"]
+    return reads.start(
+        bucket, code, args=args, KIND=kind, GS_DIR=bucket.url(PREFIX[kind]), **settings
+    )
+
+
+def copy_error_line(message: str, url: str) -> str:
+    """The one line a failed shard copy gives as_fast_dataset's epoch (in TensorFlow's
+    error, which adds the op that raised it on lines of its own)."""
+    (line,) = [line for line in message.splitlines() if f"fast_tfds: {url}" in line]
+    assert "Traceback" not in message, message
+    return line[line.index(f"fast_tfds: {url}") :]
 
 
 def error_message(line: str) -> tuple[str, str]:
@@ -75,11 +93,11 @@ def error_message(line: str) -> tuple[str, str]:
     return kind, json.loads(message)
 
 
-@pytest.mark.parametrize("kind", ["dataset", "loader"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_missing_object_ends_the_read_with_its_name(
     own_bucket, kind, cats_data_dir, cats_array_record_dir
 ):
-    file_format = "tfrecord" if kind == "dataset" else "array_record"
+    file_format = "tfrecord" if kind.startswith("dataset") else "array_record"
     name = f"{PREFIX[kind]}/{SHARD.format(file_format)}"
     own_bucket.delete(name)
     child = start(own_bucket, kind)
@@ -91,33 +109,65 @@ def test_a_missing_object_ends_the_read_with_its_name(
     assert "gcloud storage ls -l" in message, message
     if kind == "loader":
         assert "\n" not in message, message
+    elif kind == "dataset":
+        line = copy_error_line(message, f"gs://{own_bucket.name}/{name}")
+        assert ": reading it from the bucket failed (FileNotFoundError" in line, line
     else:
         assert "reading it from the bucket failed" in message, message
         assert "fast-tfds verify" not in message and "--overwrite" not in message, message
+    if kind.startswith("dataset"):
         # Asked for once: a 404 is not retried, and a failed read ends the shard.
         asked = [r for r in own_bucket.proxy.requests if r.object == name]
         assert [r.status for r in asked] == [404], asked
     assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
 
 
-@pytest.mark.parametrize("kind", ["dataset", "loader"])
+@pytest.mark.parametrize("kind", ["dataset", "dataset-tf-client"])
+def test_a_truncated_object_is_named_not_its_copy(own_bucket, kind, cats_data_dir):
+    """A shard object cut short in the bucket: the copy is whole (the object's bytes, all
+    of them), so its records fail their checks, and the error names the object in the
+    bucket, never the local copy's temporary path."""
+    name = f"{TFRECORD}/{SHARD.format('tfrecord')}"
+    data = (cats_data_dir / SHARD.format("tfrecord")).read_bytes()
+    own_bucket.rewrite(name, data[: len(data) // 2])
+    child = start(own_bucket, kind)
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert error, "the read ended without an error"
+    _, message = error_message(error)
+    assert f"fast_tfds: shard gs://{own_bucket.name}/{name} gave " in message, message
+    assert "fast_tfds-shards-" not in message, message
+    if kind == "dataset":
+        assert "the object in the bucket is truncated or corrupt" in message, message
+    assert_right_examples(found["read"], Truth.of(cats_data_dir))
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     own_bucket, kind, cats_data_dir, cats_array_record_dir
 ):
-    # Each request waits, so that most shards are still unread when the bucket goes.
+    # Each request waits, so that most shards are still unread when the bucket goes, and
+    # one shard's requests are held until it has gone: the readers with shard copies ask
+    # for every shard as the epoch starts, and would have them all by the first batch.
     own_bucket.proxy.latency_s = 0.5
+    own_bucket.proxy.held = SHARD.format(
+        "tfrecord" if kind.startswith("dataset") else "array_record"
+    )
     child = start(own_bucket, kind, PAUSE="1")
     child.until("FIRST\n", BOUND_S)
     own_bucket.emulator.stop()
+    own_bucket.proxy.release.set()
     child.stdin.write("\n")
     child.stdin.close()
     found, error = reads.ended(child, BOUND_S)
     assert error, "the read ended without an error"
     _, message = error_message(error)
     assert f"gs://{own_bucket.name}/{PREFIX[kind]}/" in message, message
-    if kind == "loader":
+    if kind != "dataset-tf-client":
         # The shard copies' client (gcsfs) gives up on a dropped connection after its
-        # own retries, or the loader stops waiting after 20 s without a byte: one line.
+        # own retries, or the reader stops waiting after 20 s without a byte: one line.
+        if kind == "dataset":
+            message = copy_error_line(message, f"gs://{own_bucket.name}/{PREFIX[kind]}/")
         assert "\n" not in message, message
         assert "within 20 s" in message or "reading it from the bucket failed" in message, message
     else:
@@ -126,14 +176,14 @@ def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     assert_right_examples(found["read"], truth_of(kind, cats_data_dir, cats_array_record_dir))
     failed = collections.Counter(r.object for r in own_bucket.proxy.requests if r.status == 0)
     assert failed, "no request failed"
-    if kind == "dataset":
+    if kind == "dataset-tf-client":
         # One retry cycle of TensorFlow's client per object (the first try and its 2
         # retries), never one per record of the shard.
         retries = int(FAIL_FAST["GCS_RETRY_CONFIG_MAX_RETRIES"])
         assert max(failed.values()) <= 1 + retries, failed
 
 
-@pytest.mark.parametrize("kind", ["dataset", "loader"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_slow_bucket_reads_the_same_pairs(own_bucket, kind, cats_data_dir, cats_array_record_dir):
     own_bucket.proxy.latency_s = 0.2
     child = start(own_bucket, kind)
@@ -141,7 +191,8 @@ def test_a_slow_bucket_reads_the_same_pairs(own_bucket, kind, cats_data_dir, cat
     found, error = reads.ended(child, BOUND_S)
     assert not error, error
     truth_of(kind, cats_data_dir, cats_array_record_dir).check(found["read"])
-    assert own_bucket.proxy.media_reads(".tfrecord-00000-of-00016" if kind == "dataset" else "")
+    shard = ".tfrecord-00000-of-00016" if kind.startswith("dataset") else ""
+    assert own_bucket.proxy.media_reads(shard)
 
 
 def test_an_emulator_host_without_array_records_endpoint_is_one_line(own_bucket):

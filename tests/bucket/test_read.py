@@ -9,6 +9,7 @@ these tests are about.
 from __future__ import annotations
 
 import collections
+import json
 import os
 
 import pytest
@@ -20,6 +21,7 @@ from tests.helpers import BLOCK_PACKAGES
 from tests.pairs import Truth
 
 SHARD = "cats_vs_dogs_fast-train.tfrecord-"
+SHARD_MARK = ".tfrecord-"
 READS = """
 import os
 import cats_vs_dogs_fast
@@ -36,6 +38,9 @@ for where in ("local", "gs"):
         "train", data_dir=data_dir, cache=False, **common))
     report(where + "-augment", cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, augment=fast_tfds.Augment(), dtype=tf.uint8, **common))
+    report(where + "-shuffled", cats_vs_dogs_fast.as_fast_dataset(
+        "train", data_dir=data_dir, cache=False, batch_size=8, seed=0, deterministic=True,
+        repeat=2, download_and_prepare=False))
 gs = os.environ["GS_DIR"]
 report("gs-builder_dir", cats_vs_dogs_fast.as_fast_dataset(
     "train", builder_dir=gs + "/cats_vs_dogs_fast/224/1.0.0", batch_size=8, shuffle=False, seed=0))
@@ -62,6 +67,16 @@ def test_as_fast_dataset_from_gs_reads_the_local_pairs(dataset_reads, cats_data_
     assert collections.Counter(dataset_reads[f"gs-{mode}"]) == collections.Counter(
         dataset_reads[f"local-{mode}"]
     )
+
+
+@pytest.mark.parametrize("mode", ["memory", "nocache", "shuffled"])
+def test_as_fast_dataset_from_gs_reads_the_local_copys_sequence(dataset_reads, mode):
+    """The same examples in the same order as from the local copy: the split's record
+    order, and a seeded shuffled read's two epochs (streamed), whose file order and
+    shuffle come from the seed, not from which shard's copy arrives first."""
+    got, local = dataset_reads[f"gs-{mode}"], dataset_reads[f"local-{mode}"]
+    assert len(got) == len(local) > 0
+    assert got == local
 
 
 def test_augment_from_gs_cuts_the_same_crops_as_from_the_local_copy(dataset_reads):
@@ -91,6 +106,63 @@ report("two", cats_vs_dogs_fast.as_fast_dataset(
     shards = [r.object for r in bucket.proxy.media_reads() if SHARD in r.object]
     per_shard = collections.Counter(shards)
     assert per_shard and set(per_shard.values()) == {1}, per_shard
+
+
+COPIES = """
+import gc, os
+import cats_vs_dogs_fast
+
+def copies():
+    found = {}
+    for folder in os.listdir(os.environ["TMPDIR"]):
+        if folder.startswith("fast_tfds-shards-"):
+            found[folder] = sorted(os.listdir(os.path.join(os.environ["TMPDIR"], folder)))
+    print("COPIES", json.dumps(found), flush=True)
+
+ds = cats_vs_dogs_fast.as_fast_dataset(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, cache=False, repeat=2,
+    download_and_prepare=False)
+copies()
+report("two", ds)
+copies()
+del ds
+gc.collect()
+copies()
+"""
+
+
+def test_as_fast_dataset_reads_whole_shard_copies_removed_with_the_dataset(
+    bucket, cats_data_dir, tmp_path
+):
+    """A streamed read (cache=False) of two shuffled epochs from gs:// asks the bucket for
+    each shard object once (TensorFlow's client would read every shard in each epoch),
+    from copies in a temporary folder under TMPDIR that appears when the first epoch
+    starts, not when the dataset is made, and goes when the dataset does."""
+    bucket.proxy.reset()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    child = reads.start(bucket, COPIES, GS_DIR=bucket.url(TFRECORD), TMPDIR=os.fspath(tmp))
+    child.stdin.close()
+    out = child.rest()
+    assert child.wait(60) == 0, child.stderr_text()[-4000:]
+    before, read, after = [
+        json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("COPIES ")
+    ]
+    found = [line for line in out.splitlines() if line.startswith("OUTPUTS two ")]
+    Truth.of(cats_data_dir).check(
+        [reads._output(r) for r in json.loads(found[0].split(" ", 2)[2])], times=2
+    )
+    assert before == {}, before
+    ((folder, files),) = read.items()
+    shards = sorted(
+        f.name for f in (cats_data_dir / "cats_vs_dogs_fast/224/1.0.0").glob(f"*{SHARD_MARK}*")
+    )
+    assert len(shards) == 16 and [f.split("-", 1)[1] for f in files] == shards, files
+    assert after == {}, after
+    asked = collections.Counter(
+        r.object for r in bucket.proxy.requests if r.object and SHARD_MARK in r.object
+    )
+    assert len(asked) == 16 and set(asked.values()) == {1}, asked
 
 
 LOADER_READS = """

@@ -1,0 +1,154 @@
+"""`ObjectCopies` with a stand-in for gcsfs: the order and number of copies at a time,
+the bounded wait, the one-line errors, the folder's life. (The copies from an emulated
+bucket, through both readers, are tests/bucket's.)"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import threading
+import time
+
+import pytest
+
+from fast_tfds.cache import remote_files, shard_copies
+from fast_tfds.cache.shard_copies import BucketReadError, ObjectCopies
+
+# Every wait here is bounded; generous, for a busy machine.
+WAIT_S = 60
+FILES = [f"gs://bucket/build/shard-{k:05d}" for k in range(6)]
+
+
+class FakeBucket:
+    """gcsfs's `get_file` for objects whose bytes are their names; each copy waits for
+    its object's release (`release`), or fails with what `errors` holds for it."""
+
+    def __init__(self, *, released: bool = True):
+        self.lock = threading.Lock()
+        self.started: list[str] = []
+        self.running = 0
+        self.most_running = 0
+        self.errors: dict[str, BaseException] = {}
+        self.releases: dict[str, threading.Event] = {}
+        self.released = released
+
+    def release(self, name: str) -> None:
+        self._event(name).set()
+
+    def _event(self, name: str) -> threading.Event:
+        with self.lock:
+            if name not in self.releases:
+                self.releases[name] = threading.Event()
+                if self.released:
+                    self.releases[name].set()
+            return self.releases[name]
+
+    def get_file(self, rpath, lpath, callback=None, concurrency=None):
+        with self.lock:
+            self.started.append(rpath)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            if not self._event(rpath).wait(WAIT_S):
+                raise TimeoutError(f"{rpath} never released")
+            if rpath in self.errors:
+                raise self.errors[rpath]
+            data = rpath.encode()
+            with open(lpath, "wb") as f:
+                f.write(data)
+            if callback is not None:
+                callback.relative_update(len(data))
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.fixture
+def bucket(monkeypatch, tmp_path):
+    fake = FakeBucket()
+    monkeypatch.setattr(remote_files, "filesystem", lambda: fake)
+    monkeypatch.setenv("TMPDIR", os.fspath(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR is read again
+    return fake
+
+
+def name(k: int) -> str:
+    return FILES[k].removeprefix("gs://")
+
+
+def test_copies_run_in_the_order_asked_for(bucket, monkeypatch):
+    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 1)
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    order = [3, 1, 4, 0, 5, 2]
+    for k in order:
+        copies.start(k)
+    for k in order:
+        local = copies.wait(k)
+        assert open(local, "rb").read() == name(k).encode()
+        assert os.path.dirname(local) == copies.folder
+    assert bucket.started == [name(k) for k in order]
+    copies.start(3)  # asked for again: copied once
+    assert copies.wait(3) and len(bucket.started) == len(order)
+
+
+def test_at_most_parallel_copies_run_at_a_time(bucket, monkeypatch):
+    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 2)
+    bucket.released = False
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    for k in range(len(FILES)):
+        copies.start(k)
+    deadline = time.monotonic() + WAIT_S
+    while bucket.running < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # time for a third copy to start, were it allowed to
+    assert sorted(bucket.started) == [name(0), name(1)]
+    for k in range(len(FILES)):
+        bucket.release(name(k))
+    for k in range(len(FILES)):
+        assert copies.wait(k)
+    assert bucket.most_running == 2 and len(bucket.started) == len(FILES)
+
+
+def test_a_copy_that_gets_nothing_ends_the_wait_with_one_line(bucket):
+    bucket.released = False
+    copies = ObjectCopies(FILES, timeout_s=0.5)
+    with pytest.raises(BucketReadError) as caught:
+        copies.wait(2)
+    message = str(caught.value)
+    assert message.startswith(f"{FILES[2]}: the bucket gave no records within 0.5 s")
+    assert "FAST_TFDS_BUCKET_READ_TIMEOUT_S=SECONDS" in message and "\n" not in message
+    bucket.release(name(2))
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (FileNotFoundError("b/build/shard-00001"), "reading it from the bucket failed ("),
+        (OSError(errno.ENOSPC, "No space left on device"), "no room for its local copy in "),
+    ],
+)
+def test_a_failed_copy_is_one_line_naming_the_object(bucket, error, says):
+    bucket.errors[name(1)] = error
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    with pytest.raises(BucketReadError) as caught:
+        copies.wait(1)
+    message = str(caught.value)
+    assert message.startswith(f"{FILES[1]}: {says}"), message
+    assert "\n" not in message
+    assert copies.wait(0)  # the other objects are still copied
+    assert not [p for p in os.listdir(copies.folder) if p.endswith(".partial")]
+
+
+def test_the_folder_goes_with_the_copies(bucket):
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S, opener=os.path.getsize)
+    assert copies.folder is None  # nothing made before a copy is asked for
+    assert copies.wait(0) == len(name(0))  # what `opener` made of the copy
+    folder = copies.folder
+    assert os.path.isdir(folder)
+    del copies
+    deadline = time.monotonic() + WAIT_S  # the copying thread lets go as it ends
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert not os.path.exists(folder)
