@@ -8,9 +8,10 @@ batch index:
 Grain's shuffle (its order, each epoch's permutation made at once: `shuffle`)
 permutes the whole shard (no buffer) with a new seed every epoch, and its
 batching keeps epochs apart, so batch `p` of the repeated dataset belongs to
-epoch `p // len(loader)` and depends only on the seed, the shard and `p`. An iterator's state is therefore just its position: resuming
-slices the dataset there and gives exactly the rest of the epoch, whatever the
-number of threads or workers.
+epoch `p // len(loader)` and depends only on the seed, the shard and `p`. An
+iterator's state is therefore just its position: resuming slices the dataset
+there and gives exactly the rest of the epoch, whatever the number of threads
+or workers.
 
 With `augment=` or `cache=True`, records are tagged with their epoch and example
 index before the shard is taken and shuffled, and whole batches are made by
