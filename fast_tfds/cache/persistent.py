@@ -376,6 +376,10 @@ class FileFill:
     def _finish(self, arrays: dict[str, np.ndarray], replace) -> None:
         """Write back, verify, header, rename. A failure leaves the rows served from
         this process and nothing persisted (one line)."""
+        # Background work: the epoch that filled the store goes on serving it (a shuffled
+        # first epoch fills, then serves), and its batches come first. Summing and writing
+        # a split's pixels takes seconds of CPU on a busy machine.
+        platform.lower_this_threads_priority()
         with self._lock:
             if arrays is not self._current or self._fd is None:
                 return

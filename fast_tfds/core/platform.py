@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+import threading
 
 
 def available_cpus() -> int:
@@ -36,3 +38,18 @@ def preallocate(fd: int, size: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if size > file.st_size:  # Like posix_fallocate: a file is never shortened.
         os.ftruncate(fd, size)
+
+
+def lower_this_threads_priority(niceness: int = 10) -> bool:
+    """Makes the calling thread yield the CPU to the process's other threads (Linux: its
+    own nice value; a thread is a task there). Elsewhere nothing changes. Returns whether
+    it took effect."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        nice = min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
+        os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except (AttributeError, OSError):
+        return False
+    return True

@@ -191,3 +191,18 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     got = persistent.open_or_plan(tmp_path, key, never, what="toy pictures").rows
     for k, want in data.items():
         np.testing.assert_array_equal(got[k], want)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5, 40_001])
+def test_a_byte_columns_checksum_is_numpys_sum(size, monkeypatch):
+    """Byte columns (the picture store's pixels) are summed by OpenCV in blocks; the
+    total is numpy's, whatever the size and the blocks (made small here to cross them)."""
+    from fast_tfds.cache import persistent_format
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    want = int(data.sum(dtype=np.uint64))
+    assert persistent_format.column_checksum(data) == want
+    monkeypatch.setattr(persistent_format, "_BYTE_BLOCK", 8192)
+    monkeypatch.setattr(persistent_format, "_BYTE_COLUMNS", 64)
+    assert persistent_format.column_checksum(data) == want
+    assert persistent_format.column_checksum(data.reshape(-1, 1)) == want
