@@ -103,20 +103,19 @@ def permutation(length: int, seed: int, rounds: int = ROUNDS) -> np.ndarray:
     word = bits // 2
     dtype = np.uint32 if bits <= 32 else np.uint64  # half the memory traffic
     if bits <= TABLE_BITS:
-        # The cipher over the whole block once, then the walks are lookups: a block
-        # holds fewer than 4x `length` values (or 2^16), where each walk takes as many
-        # steps on average.
-        table = _encrypt(np.arange(1 << bits, dtype=dtype), keys, word)
-        out = table[:length].copy()
-        outside = np.flatnonzero(out > max_index)
-        while len(outside):
-            out[outside] = table[out[outside]]
-            outside = outside[out[outside] > max_index]
-        return out.astype(np.int64)
-    out = _encrypt(np.arange(length, dtype=np.uint64), keys, word)
+        # The cipher over the whole block once, then each step of a walk is a lookup: a
+        # block holds fewer than 4x `length` values (or 2^16), where each walk takes as
+        # many steps on average.
+        step = _encrypt(np.arange(1 << bits, dtype=dtype), keys, word).__getitem__
+    else:
+
+        def step(values: np.ndarray) -> np.ndarray:
+            return _encrypt(values, keys, word)
+
+    out = step(np.arange(length, dtype=dtype))
     outside = np.flatnonzero(out > max_index)
     while len(outside):  # Cycle-walking: encrypt again until inside [0, max_index].
-        out[outside] = _encrypt(out[outside], keys, word)
+        out[outside] = step(out[outside])
         outside = outside[out[outside] > max_index]
     return out.astype(np.int64)
 
