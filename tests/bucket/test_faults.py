@@ -80,6 +80,16 @@ def start(bucket, kind: str, **env):
     )
 
 
+def failed_read(child) -> tuple[dict, str]:
+    """(what the child read, its error's message) once its read ends, which must be
+    with an error."""
+    child.stdin.close()
+    found, error = reads.ended(child, BOUND_S)
+    assert error, "the read ended without an error"
+    _, message = error_message(error)
+    return found, message
+
+
 def copy_error_line(message: str, url: str) -> str:
     """The one line a failed shard copy gives as_fast_dataset's epoch (in TensorFlow's
     error, which adds the op that raised it on lines of its own)."""
@@ -101,10 +111,7 @@ def test_a_missing_object_ends_the_read_with_its_name(
     name = f"{PREFIX[kind]}/{SHARD.format(file_format)}"
     own_bucket.delete(name)
     child = start(own_bucket, kind)
-    child.stdin.close()
-    found, error = reads.ended(child, BOUND_S)
-    assert error, "the read ended without an error"
-    _, message = error_message(error)
+    found, message = failed_read(child)
     assert f"gs://{own_bucket.name}/{name}" in message, message
     assert "gcloud storage ls -l" in message, message
     if kind == "loader":
@@ -131,10 +138,7 @@ def test_a_truncated_object_is_named_not_its_copy(own_bucket, kind, cats_data_di
     data = (cats_data_dir / SHARD.format("tfrecord")).read_bytes()
     own_bucket.rewrite(name, data[: len(data) // 2])
     child = start(own_bucket, kind)
-    child.stdin.close()
-    found, error = reads.ended(child, BOUND_S)
-    assert error, "the read ended without an error"
-    _, message = error_message(error)
+    found, message = failed_read(child)
     assert f"fast_tfds: shard gs://{own_bucket.name}/{name} gave " in message, message
     assert "fast_tfds-shards-" not in message, message
     if kind == "dataset":
@@ -158,10 +162,7 @@ def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     own_bucket.emulator.stop()
     own_bucket.proxy.release.set()
     child.stdin.write("\n")
-    child.stdin.close()
-    found, error = reads.ended(child, BOUND_S)
-    assert error, "the read ended without an error"
-    _, message = error_message(error)
+    found, message = failed_read(child)
     assert f"gs://{own_bucket.name}/{PREFIX[kind]}/" in message, message
     if kind != "dataset-tf-client":
         # The shard copies' client (gcsfs) gives up on a dropped connection after its
