@@ -9,7 +9,9 @@ made once and its first epoch (which fills the cache) is not timed; then every r
 times one epoch of each reader, in an order that alternates from round to round, so
 that a machine shared with other work slows all of them alike. The ratio is the
 median epoch time with `mix=` over that of the same reader without it (the reference),
-both cached crop + flip (`Augment()`), uint8, batch 64, seed 0. The CPU ratio is the
+both cached crop + flip (`Augment()`; `--recipe trivial_augment_erase`: TrivialAugmentWide +
+erasing 0.25, the reference of `python -m benchmarks recipes`' mix row), uint8, batch 64,
+seed 0. The CPU ratio is the
 same for this process's CPU seconds per epoch (all its threads: what the epoch costs,
 less swayed by other work than the wall time). Last, each mix alone on one batch of
 the reference's pictures, this thread's CPU per batch (the loader's threads stopped),
@@ -25,7 +27,7 @@ import statistics
 import time
 
 ROWS = {
-    "crop + flip (reference)": None,
+    "unmixed (reference)": None,
     "+ mix timm (mixup 0.8, cutmix 1.0, smoothing 0.1)": dict(
         mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1
     ),
@@ -33,7 +35,13 @@ ROWS = {
 }
 
 
-def readers(data_dir: str, batch: int, back_end: str):
+RECIPES = {
+    "crop_flip": {},
+    "trivial_augment_erase": {"auto_augment": "trivial_augment_wide", "erase": 0.25},
+}
+
+
+def readers(data_dir: str, batch: int, back_end: str, recipe: str = "crop_flip"):
     import tensorflow as tf
 
     import cats_vs_dogs_fast
@@ -48,7 +56,7 @@ def readers(data_dir: str, batch: int, back_end: str):
             download_and_prepare=False,
             batch_size=batch,
             seed=0,
-            augment=fast_tfds.Augment(),
+            augment=fast_tfds.Augment(**RECIPES[recipe]),
             mix=mix,
         )
         if back_end == "tf.data":
@@ -109,12 +117,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--alone-only", action="store_true", help="each mix alone, no epochs")
+    parser.add_argument("--recipe", choices=sorted(RECIPES), default="crop_flip")
     args = parser.parse_args()
     for back_end in ("tf.data", "loader"):
         if args.alone_only and back_end != "loader":
             continue
         try:
-            made = readers(args.data_dir, args.batch, back_end)
+            made = readers(args.data_dir, args.batch, back_end, args.recipe)
         except Exception as err:  # e.g. no ArrayRecord files for the loader
             print(f"{back_end}: skipped ({str(err).splitlines()[0]})")
             continue
@@ -135,7 +144,10 @@ def main() -> None:
         first = next(iter(ROWS))
         reference = statistics.median(times[first])
         reference_cpu = statistics.median(cpus[first])
-        print(f"{back_end}: {count} images per epoch, {args.rounds} interleaved rounds")
+        print(
+            f"{back_end}: {count} images per epoch, recipe {args.recipe}, "
+            f"{args.rounds} interleaved rounds"
+        )
         for name, values in times.items():
             median = statistics.median(values)
             cpu = statistics.median(cpus[name])
