@@ -492,7 +492,8 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
         " the proxy's over the child's run)"
     )
     cpu_header = "CPU s: pipe   emu  proxy"
-    header = f"  {'pipeline':<23}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
+    width = max(23, *(len(p) + 1 for p in pipelines))  # the pipeline's column
+    header = f"  {'pipeline':<{width}}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
 
     def against_baseline(pipeline, where) -> str:
@@ -510,9 +511,8 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
 
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        local_row = (
-            f"  {pipeline:<23}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}"
-        )
+        used = cpu(pipeline, "local")
+        local_row = f"  {pipeline:<{width}}{'local copy':<22}{base:>11,.0f}  {used:<25}"
         print(local_row + against_baseline(pipeline, "local"))
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
@@ -527,7 +527,7 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
                 ratios += f", {against_baseline(pipeline, f'{ms} ms')}"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
-            print(f"  {pipeline:<23}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
+            print(f"  {pipeline:<{width}}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:
