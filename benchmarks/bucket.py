@@ -29,6 +29,18 @@ With `--gcs-block-mb N`, also `article+NMB` and `as_fast_dataset+NMB`: the same 
 TensorFlow's GCS_READ_CACHE_BLOCK_SIZE_MB=N in their environment (TensorFlow reads it
 when imported; its default, 64, allocates a 64 MB buffer for every shard file opened).
 
+With `--gcsfs-metadata`, also `as_fast_dataset+gcsfs-metadata` and
+`as_fast_loader+gcsfs-metadata`: the same with etils' `EPATH_USE_TF=false` in their
+environment, so that TFDS reads the dataset's metadata through gcsfs (no zonal-bucket
+check, which imports Google's storage-control client, no TensorFlow GCS client).
+
+With `--baseline-tree PATH` (another checkout, e.g. `git worktree add --detach PATH main`),
+also `as_fast_dataset@base` and `as_fast_loader@base`: the same reads by that tree's code
+(its PYTHONPATH and working directory), each beside this tree's in every round (this
+tree's first in odd rounds, the baseline's in even ones), and the ratio of this tree's
+rate to it (per round and the median). With `--phases`, each round's line adds when the
+opening call returned and when the first batch came (seconds from the opening call).
+
 Beside each row: its CPU seconds, of the pipeline's process over the timed epoch and of
 the emulator's and the proxy's (this process's threads) over the child's run, to tell
 what the bucket costs this machine's CPU from what the pipeline does.
@@ -63,6 +75,9 @@ _CHILD = textwrap.dedent(
     """
     import json, os, sys, time
     pipeline, data_dir = sys.argv[1:3]
+    # "as_fast_dataset@base": the same read by the baseline tree (the parent's cwd and
+    # PYTHONPATH chose it; the parent checks where fast_tfds came from).
+    pipeline = pipeline.split("@")[0]
     if pipeline.endswith(":tf-gcs"):
         # gcsfs not importable: as_fast_dataset reads the shards through TensorFlow's GCS
         # client, as it did before it read them from whole-object copies.
@@ -97,11 +112,14 @@ _CHILD = textwrap.dedent(
             ds = cats_vs_dogs_fast.as_fast_dataset(
                 "train", data_dir=data_dir, batch_size=BATCH, seed=0,
                 download_and_prepare=False)
-    n = 0
+    opened, first, n = time.perf_counter() - start, None, 0
     for images, labels in ds:
         n += int(labels.shape[0])
+        first = time.perf_counter() - start if first is None else first
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    print(json.dumps({"n": n, "seconds": seconds, "cpu": cpu}), flush=True)
+    import fast_tfds
+    print(json.dumps({"n": n, "seconds": seconds, "cpu": cpu, "opened": opened,
+                      "first": first, "code": fast_tfds.__file__}), flush=True)
     """
 ).replace("BATCH", str(BATCH))
 
@@ -169,8 +187,11 @@ def persisted_rates(pipeline: str, data_dir: str, cache_dir: Path, bucket) -> di
     }
 
 
-def child_env(extra: dict[str, str]) -> dict[str, str]:
+def child_env(extra: dict[str, str], tree: Path | None = None) -> dict[str, str]:
+    """The children's environment; `tree`: another checkout's code (its path alone)."""
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    if tree is not None:
+        path = str(tree)
     return {
         **os.environ,
         "TF_ENABLE_ONEDNN_OPTS": "0",
@@ -217,33 +238,61 @@ class CpuMeter:
 GCS_BLOCK_ENV = "GCS_READ_CACHE_BLOCK_SIZE_MB"
 
 
+# etils' setting: TFDS's paths (epath) read gs:// through gcsfs, not TensorFlow.
+GCSFS_METADATA = "gcsfs-metadata"
+EPATH_ENV = {"EPATH_USE_TF": "false"}
+
+
 def block_env(pipeline: str) -> dict[str, str]:
-    """TensorFlow's GCS read block for a pipeline named "NAME+8MB"; {} for the others."""
+    """TensorFlow's GCS read block for a pipeline named "NAME+8MB", etils' EPATH_USE_TF=false
+    for "NAME+gcsfs-metadata"; {} for the others."""
     if "+" not in pipeline:
         return {}
+    if pipeline.split("+")[1] == GCSFS_METADATA:
+        return dict(EPATH_ENV)
     return {GCS_BLOCK_ENV: pipeline.split("+")[1].removesuffix("MB")}
 
 
-def epoch_one(pipeline: str, data_dir: str, env: dict[str, str], bucket=None) -> dict:
-    """`pipeline`'s epoch 1 from `data_dir`, in a fresh process: {"rate": examples/s,
-    "seconds": its wall time, "cpu": {"pipeline", "emulator", "proxy"}: CPU seconds of
-    each process}."""
+def epoch_one(
+    pipeline: str, data_dir: str, env: dict[str, str], bucket=None, baseline: Path | None = None
+) -> dict:
+    """`pipeline`'s epoch 1 from `data_dir`, in a fresh process (of `baseline`'s code for a
+    pipeline named "NAME@base"): {"rate": examples/s, "seconds": its wall time, "opened",
+    "first": seconds to the opening call's return and to the first batch, "cpu":
+    {"pipeline", "emulator", "proxy"}: CPU seconds of each process}."""
+    tree = baseline if pipeline.endswith("@base") else None
     with CpuMeter(bucket) as meter:
         done = subprocess.run(
             [sys.executable, "-c", _CHILD, pipeline, data_dir],
             capture_output=True,
             text=True,
-            env=child_env({**env, **block_env(pipeline)}),
+            env=child_env({**env, **block_env(pipeline)}, tree),
             timeout=CHILD_TIMEOUT_S,
-            cwd=REPO_ROOT,
+            cwd=tree or REPO_ROOT,
         )
     if done.returncode != 0:
         raise SystemExit(f"{pipeline} from {data_dir} failed: {done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    code = Path(result["code"]).resolve()
+    if not code.is_relative_to(Path(tree or REPO_ROOT).resolve()):
+        raise SystemExit(f"{pipeline}: fast_tfds came from {code}, not {tree or REPO_ROOT}")
     # The pipeline's CPU over the timed epoch (its imports apart); the bucket's over the
     # child's whole run (it works only while asked: the metadata and the epoch).
     cpu = {"pipeline": result["cpu"], "emulator": meter.emulator, "proxy": meter.proxy}
-    return {"rate": result["n"] / result["seconds"], "seconds": result["seconds"], "cpu": cpu}
+    return {
+        "rate": result["n"] / result["seconds"],
+        "seconds": result["seconds"],
+        "opened": result["opened"],
+        "first": result["first"],
+        "cpu": cpu,
+    }
+
+
+def phase_words(found: dict, phases: bool) -> str:
+    """With --phases: when the opening call returned and the first batch came."""
+    if not phases:
+        return ""
+    return f", opened at {found['opened']:.2f} s, first batch at {found['first']:.2f} s"
 
 
 def cpu_words(found: dict) -> str:
@@ -301,6 +350,23 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     parser.add_argument(
         "--persist-only", action="store_true", help="--persist, and none of the epoch-1 rows"
     )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="also as_fast_dataset@base and as_fast_loader@base: the same reads by the code "
+        "of this other checkout (e.g. a `git worktree add --detach` of main), interleaved",
+    )
+    parser.add_argument(
+        "--gcsfs-metadata",
+        action="store_true",
+        help="also as_fast_dataset and as_fast_loader with EPATH_USE_TF=false (TFDS reads "
+        "the metadata through gcsfs: no etils zonal-bucket check, no TensorFlow GCS client)",
+    )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="each round's line adds when the opening call returned and the first batch came",
+    )
     args = parser.parse_args(argv)
     args.persist = args.persist or args.persist_only
     pipelines = list(PIPELINES)
@@ -310,6 +376,13 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         pipelines.insert(pipelines.index("as_fast_dataset") + 1, "as_fast_dataset:tf-gcs")
     if args.gcs_block_mb:
         pipelines += [f"{p}+{args.gcs_block_mb}MB" for p in ("article", "as_fast_dataset")]
+    if args.gcsfs_metadata:
+        pipelines += [f"{p}+{GCSFS_METADATA}" for p in ("as_fast_dataset", "as_fast_loader")]
+    if args.baseline_tree:
+        if not (args.baseline_tree / "fast_tfds" / "__init__.py").exists():
+            parser.error(f"--baseline-tree {args.baseline_tree}: no fast_tfds/ there")
+        for p in ("as_fast_dataset", "as_fast_loader"):
+            pipelines.insert(pipelines.index(p) + 1, f"{p}@base")
     latencies = [int(ms) for ms in args.latencies.split(",")]
     if args.rounds < 1 or any(ms < 0 for ms in latencies):
         parser.error("--rounds must be at least 1 and --latencies at least 0")
@@ -330,24 +403,28 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         bucket.upload(array_records / version, f"array_record/{version}")
         remote = {p: bucket.url("array_record" if "loader" in p else "tfrecord") for p in pipelines}
         for round_ in range(args.rounds):
-            for pipeline in () if args.persist_only else pipelines:
-                found = epoch_one(pipeline, str(local[pipeline]), {})
+            for pipeline in () if args.persist_only else in_turn(pipelines, round_):
+                base = args.baseline_tree
+                found = epoch_one(pipeline, str(local[pipeline]), {}, baseline=base)
                 rates.setdefault((pipeline, "local"), []).append(found)
                 print(
                     f"round {round_ + 1}: {pipeline} local {found['rate']:,.0f}/s "
-                    f"in {found['seconds']:.1f} s ({cpu_words(found)})",
+                    f"in {found['seconds']:.1f} s ({cpu_words(found)})"
+                    f"{phase_words(found, args.phases)}",
                     flush=True,
                 )
                 for ms in latencies:
                     bucket.proxy.latency_s = ms / 1000
                     bucket.proxy.reset()
-                    found = epoch_one(pipeline, remote[pipeline], bucket.env(), bucket)
+                    found = epoch_one(
+                        pipeline, remote[pipeline], bucket.env(), bucket, baseline=base
+                    )
                     requests = len(bucket.proxy.requests)
                     rates.setdefault((pipeline, f"{ms} ms"), []).append(found)
                     print(
                         f"round {round_ + 1}: {pipeline} bucket +{ms} ms/request "
                         f"{found['rate']:,.0f}/s in {found['seconds']:.1f} s ({requests} "
-                        f"requests; {cpu_words(found)})",
+                        f"requests; {cpu_words(found)}){phase_words(found, args.phases)}",
                         flush=True,
                     )
             for pipeline in PERSISTED if args.persist else ():
@@ -377,6 +454,19 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         persisted_table(persisted)
 
 
+def in_turn(pipelines: list[str], round_: int) -> list[str]:
+    """The pipelines in round `round_`'s order: "NAME@base" after NAME in the first round,
+    before it in the next, and so on (what runs first in a pair may run at another speed)."""
+    if round_ % 2 == 0:
+        return pipelines
+    swapped = list(pipelines)
+    for i, pipeline in enumerate(pipelines):
+        if f"{pipeline}@base" in pipelines:
+            j = pipelines.index(f"{pipeline}@base")
+            swapped[i], swapped[j] = swapped[j], swapped[i]
+    return swapped
+
+
 def epoch_one_table(rates, pipelines, latencies, args) -> None:
     def median(pipeline, where, key="rate"):
         return statistics.median(found[key] for found in rates[(pipeline, where)])
@@ -402,22 +492,42 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
         " the proxy's over the child's run)"
     )
     cpu_header = "CPU s: pipe   emu  proxy"
-    header = f"  {'pipeline':<23}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
+    width = max(23, *(len(p) + 1 for p in pipelines))  # the pipeline's column
+    header = f"  {'pipeline':<{width}}{'where':<22}{'examples/s':>11}  {cpu_header:<25}ratios"
     print(header)
+
+    def against_baseline(pipeline, where) -> str:
+        # This tree's rate over the baseline tree's, per round (run back to back).
+        if f"{pipeline}@base" not in pipelines:
+            return ""
+        each = [
+            a["rate"] / b["rate"]
+            for a, b in zip(
+                rates[(pipeline, where)], rates[(f"{pipeline}@base", where)], strict=True
+            )
+        ]
+        spread = ", ".join(f"{r:.2f}" for r in each)
+        return f"{statistics.median(each):.2f}x @base [rounds: {spread}]"
+
     for pipeline in pipelines:
         base = median(pipeline, "local")
-        print(f"  {pipeline:<23}{'local copy':<22}{base:>11,.0f}  {cpu(pipeline, 'local'):<25}")
+        used = cpu(pipeline, "local")
+        local_row = f"  {pipeline:<{width}}{'local copy':<22}{base:>11,.0f}  {used:<25}"
+        print(local_row + against_baseline(pipeline, "local"))
         for ms in latencies:
             rate = median(pipeline, f"{ms} ms")
             # The article's pipeline with the same TensorFlow settings.
             same = "article" + (f"+{pipeline.split('+')[1]}" if "+" in pipeline else "")
+            same = "article" if same.endswith(GCSFS_METADATA) else same  # its setting is ours
             article = median(same, f"{ms} ms")
             ratios = f"{rate / base:.2f}x its local copy"
             if not pipeline.startswith("article"):
                 ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
+            if against_baseline(pipeline, f"{ms} ms"):
+                ratios += f", {against_baseline(pipeline, f'{ms} ms')}"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
-            print(f"  {pipeline:<23}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
+            print(f"  {pipeline:<{width}}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")
 
 
 def persisted_table(persisted) -> None:

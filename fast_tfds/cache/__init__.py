@@ -19,7 +19,8 @@
   their first epoch; `persistent_listing` finds and removes such files; `remote_files`
   fingerprints shards in a bucket (gs://) for their keys, from the objects' metadata.
 - `shard_copies`: shards in a bucket (gs://) copied whole to local files (gcsfs), a few at a
-  time with a bounded wait, which both readers read their records from.
+  time with a bounded wait, which both readers read their records from; `opening_copies`
+  starts them as a dataset is opened, while its builder loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).

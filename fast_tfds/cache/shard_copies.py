@@ -5,7 +5,10 @@ A copy is one streamed GET of the whole object (gcsfs, the `[gcs]` extra) into a
 temporary folder, renamed into place once complete (a reader never opens half a file).
 Copies run `PARALLEL_COPIES` at a time, in the order they were asked for (the order the
 reader will open the shards), each once per process; a reader asks for every shard it will
-read at once and then waits for the one it opens. The copies stay for the life of the
+read at once and then waits for the one it opens. Copies asked for *ahead* (`start(k,
+ahead=True)`: as a dataset is opened, before its reader knows its order, see
+`opening_copies`) run only when no copy a reader asked for waits: a reader's order
+comes first. The copies stay for the life of the
 object that made them (`ObjectCopies`: removed when it is collected, or at exit), so a
 later epoch that reads the shards again reads local files; they take the shards' size on
 the temporary folder's disk (TMPDIR).
@@ -96,6 +99,10 @@ def said_of(error: BaseException) -> str:
     return " ".join(f"{type(error).__name__}: {error}".split())[:500]
 
 
+class CopiesClosed(Exception):
+    """Raised in a copy's download when its `ObjectCopies` was closed (it stops there)."""
+
+
 class _Copy:
     """One object's copy: started once per process, waited for by its readers."""
 
@@ -134,7 +141,10 @@ class ObjectCopies:
         self._lock = threading.Lock()
         self._copies: dict[int, _Copy] = {}
         self._queue: collections.deque[int] = collections.deque()
+        self._ahead: collections.deque[int] = collections.deque()  # after `_queue`
         self._workers = 0
+        self._closed = False
+        self._remover: weakref.finalize | None = None
         self._progress = time.monotonic()  # the last byte any copy received
         self._fs = None
 
@@ -162,20 +172,30 @@ class ObjectCopies:
 
     def ensure_folder(self) -> str:
         with self._lock:
+            if self._closed:
+                raise CopiesClosed(f"the copies of {len(self.files)} objects were dropped")
             if self.folder is None:
                 self.folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
-                weakref.finalize(self, _remove, self.folder, self._owner)
+                self._remover = weakref.finalize(self, _remove, self.folder, self._owner)
             return self.folder
 
-    def start(self, k: int) -> _Copy:
+    def start(self, k: int, *, ahead: bool = False) -> _Copy:
         """File k's copy, asked for once: it starts when fewer than PARALLEL_COPIES run,
-        after every copy asked for before it."""
+        after every copy asked for before it. `ahead`: after every copy asked for without
+        it, too (one asked for ahead, then by a reader, moves to the reader's turn)."""
         with self._lock:
             copy = self._copies.get(k)
+            if copy is not None and not ahead and k in self._ahead:
+                self._ahead.remove(k)
+                self._queue.append(k)
+            if copy is None and self._closed:
+                copy = self._copies[k] = _Copy()
+                copy.error = read_failed(self.files[k], "its copies were dropped")
+                copy.done.set()
             if copy is None:
                 self._progress = time.monotonic()  # a wait starts now, not at the last copy
                 copy = self._copies[k] = _Copy()
-                self._queue.append(k)
+                (self._ahead if ahead else self._queue).append(k)
                 if self._workers < PARALLEL_COPIES:
                     self._workers += 1
                     # Daemon threads: a copy the bucket never answers does not hold up
@@ -199,15 +219,35 @@ class ObjectCopies:
             raise copy.error
         return copy.value
 
+    def close(self) -> None:
+        """Drops the copies (those no reader took, see `opening_copies`): the queued ones
+        never start, one in flight stops at its next piece, and the folder goes now."""
+        with self._lock:
+            self._closed = True
+            dropped = [*self._queue, *self._ahead]
+            self._queue.clear()
+            self._ahead.clear()
+        for k in dropped:
+            copy = self._copies[k]
+            copy.error = read_failed(self.files[k], "its copies were dropped")
+            copy.done.set()
+        if self._remover is not None:
+            self._remover()
+
     def _work(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
+                queue = self._queue or self._ahead
+                if not queue:
                     self._workers -= 1
-                    return
-                k = self._queue.popleft()
+                    last_after_close = self._closed and self._workers == 0
+                    break
+                k = queue.popleft()
                 copy = self._copies[k]
             self._copy(k, copy)
+        if last_after_close and self.folder is not None:
+            # What a copy in flight wrote after `close` removed the folder's files.
+            _remove(self.folder, self._owner)
 
     def _copy(self, k: int, copy: _Copy) -> None:
         path = self.files[k]
@@ -245,6 +285,8 @@ def _progress(copies: ObjectCopies):
 
     class Progress(Callback):
         def relative_update(self, inc=1):
+            if copies._closed:
+                raise CopiesClosed("dropped")  # gcsfs stops the download here
             copies._progress = time.monotonic()
 
     return Progress()

@@ -68,6 +68,40 @@ def load_builder(
     return builder
 
 
+def version_folder(
+    name: str,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    config: str | None = None,
+    builder_dir: str | os.PathLike | None = None,
+) -> str | None:
+    """The version folder (data_dir/name/config/version) that `load_builder` reads with
+    these arguments, from the registered class alone (nothing read); None where TFDS
+    would search for it (no data_dir) or the arguments are not simple ones (the caller
+    then does without it: `load_builder` says what is wrong with them)."""
+    if builder_dir is not None:
+        return os.fspath(builder_dir).rstrip("/")
+    if data_dir is None or not isinstance(name, str) or "/" in name or ":" in name:
+        return None
+    try:
+        cls = tfds.builder_cls(name)
+    except tfds.core.registered.DatasetNotFoundError:
+        return None
+    configs = {c.name: c for c in (cls.BUILDER_CONFIGS or [])}
+    if config is None and configs:
+        default = cls.DEFAULT_BUILDER_CONFIG_NAME
+        chosen = configs.get(default) if default else cls.BUILDER_CONFIGS[0]
+    else:
+        chosen = configs.get(str(config)) if config is not None else None
+    if (config is not None or configs) and chosen is None:
+        return None
+    version = (chosen.version if chosen is not None else None) or cls.VERSION
+    parts = [os.fspath(data_dir).rstrip("/"), name]
+    if chosen is not None:
+        parts.append(chosen.name)
+    return "/".join([*parts, str(version)])
+
+
 # Object stores that neither back end can read: TensorFlow's S3 file system left the
 # core in 2.6 for tensorflow-io (which does not load on TensorFlow 2.18+), and
 # array_record reads local files and gs:// only.

@@ -21,13 +21,17 @@ import os  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.augment import progressive  # noqa: E402
+from fast_tfds.cache import opening_copies  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
-from fast_tfds.core.builder_lookup import load_builder  # noqa: E402
+from fast_tfds.core.builder_lookup import load_builder, version_folder  # noqa: E402
 from fast_tfds.loader.array_records import (  # noqa: E402
+    ARRAY_RECORD,
     DatasetNotBuilt,
     NoArrayRecordFiles,
+    check_emulator_settings,
     split_source,
 )
+from fast_tfds.loader.bucket_shards import open_reader  # noqa: E402
 from fast_tfds.loader.examples import BadRecord, DecodeExample  # noqa: E402
 from fast_tfds.loader.options import LoaderOptions  # noqa: E402
 from fast_tfds.loader.pipeline import FastLoader, FastLoaderIterator  # noqa: E402
@@ -75,21 +79,30 @@ def as_fast_loader(
         dataset=name,
     )
     options = (options or LoaderOptions()).replace(**keywords)
-    builder = load_builder(
-        name,
-        data_dir=data_dir,
-        config=config,
-        builder_dir=builder_dir,
-        download_and_prepare=download_and_prepare,
-        download_config=download_config,
-        file_format="array_record",
-    )
-    source = split_source(builder, split)
-    hook.check(builder.info.features, settings)
-    largest = progressive.largest(options.image_size)  # a ProgressiveResize's largest
-    size = sizes.output_size(source.stored_size, largest, dataset=source.dataset)
-    decode = DecodeExample(image_size=size, parts=hook.example_parts(settings))
-    return FastLoader(source, decode, options, persist_identity=hook.persist_identity(settings))
+    # A build in a bucket: its shards' copies start while the builder loads
+    # (`opening_copies`), unless a persisted cache may hold the split already. Every
+    # epoch reads every shard: a shard_count takes every shard_count-th record.
+    folder = None
+    if not options.persist:
+        folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
+    if folder is not None and "://" in folder:
+        check_emulator_settings(folder)  # before any request, the copies' included
+    with opening_copies.opening(folder, name, split, ARRAY_RECORD.value, opener=open_reader):
+        builder = load_builder(
+            name,
+            data_dir=data_dir,
+            config=config,
+            builder_dir=builder_dir,
+            download_and_prepare=download_and_prepare,
+            download_config=download_config,
+            file_format="array_record",
+        )
+        source = split_source(builder, split)
+        hook.check(builder.info.features, settings)
+        largest = progressive.largest(options.image_size)  # a ProgressiveResize's largest
+        size = sizes.output_size(source.stored_size, largest, dataset=source.dataset)
+        decode = DecodeExample(image_size=size, parts=hook.example_parts(settings))
+        return FastLoader(source, decode, options, persist_identity=hook.persist_identity(settings))
 
 
 __all__ = [

@@ -33,7 +33,7 @@ import os
 import threading
 from typing import Any
 
-from fast_tfds.cache import remote_files
+from fast_tfds.cache import opening_copies, remote_files
 from fast_tfds.cache.shard_copies import (
     DEFAULT_READ_TIMEOUT_S,
     PARALLEL_COPIES,
@@ -51,7 +51,7 @@ READER_OPTIONS = "readahead_buffer_size:0"
 log = logging.getLogger("fast_tfds")
 
 
-def _open_reader(local: str):
+def open_reader(local: str):
     """An ArrayRecord reader of a shard's copy (made in the copying thread)."""
     from array_record.python import array_record_module
 
@@ -77,7 +77,10 @@ class ShardCopies:
         self.ends = tuple(itertools.accumulate(self.counts))
         self.timeout_s = timeout_s
         self.fallback = fallback
-        self.copies = ObjectCopies(self.files, timeout_s, opener=_open_reader)
+        # Those the opening started ahead (`opening_copies`), for exactly these files.
+        self.copies = opening_copies.take(self.files) or ObjectCopies(
+            self.files, timeout_s, opener=open_reader
+        )
         self._local()
 
     def _local(self) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from fast_tfds.cache import opening_copies
 from fast_tfds.core import dataset_hooks
-from fast_tfds.core.builder_lookup import load_builder
+from fast_tfds.core.builder_lookup import load_builder, version_folder
 from fast_tfds.read import plans
 from fast_tfds.read.epochs import repeat_epochs
 from fast_tfds.read.options import ReadOptions
@@ -45,15 +46,40 @@ def as_fast_dataset(
       download_config: passed to the build, e.g. with a manual_dir.
       **options: the fields of `ReadOptions`, which documents each one.
     """
-    builder = load_builder(
-        name,
-        data_dir=data_dir,
-        config=config,
-        builder_dir=builder_dir,
-        download_and_prepare=download_and_prepare,
-        download_config=download_config,
+    # A build in a bucket: its shards' copies start while the builder loads, for a read
+    # that surely reads them all (`opening_copies`).
+    folder = None
+    if _reads_every_shard(options):
+        folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
+    with opening_copies.opening(folder, name, split, "tfrecord"):
+        builder = load_builder(
+            name,
+            data_dir=data_dir,
+            config=config,
+            builder_dir=builder_dir,
+            download_and_prepare=download_and_prepare,
+            download_config=download_config,
+        )
+        return _read_with_hook(name, builder, split, options)
+
+
+def _reads_every_shard(options: dict[str, Any]) -> bool:
+    """Whether a read with these options reads every shard of its split in its first
+    epoch: not a share of them (input_context), not through the tf.data service (its
+    workers read the files), not from a file or persisted cache that may hold the split
+    already. Unknown values count as no: the options are checked later, in their turn."""
+    base = options.get("options")
+    base = base if isinstance(base, ReadOptions) else ReadOptions()
+
+    def get(key: str) -> Any:
+        return options.get(key, getattr(base, key))
+
+    return (
+        get("input_context") is None
+        and get("service") is None
+        and get("persist") is False
+        and isinstance(get("cache"), bool)
     )
-    return _read_with_hook(name, builder, split, options)
 
 
 def _read_with_hook(

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache import remote_files
+from fast_tfds.cache import opening_copies, remote_files
 from fast_tfds.cache.shard_copies import BucketReadError, ObjectCopies, read_timeout_s
 from fast_tfds.core import splits
 
@@ -176,7 +176,9 @@ def shard_copies(instructions) -> ObjectCopies | None:
                 remote_files.INSTALL,
             )
         return None
-    return ObjectCopies(files, read_timeout_s())
+    timeout_s = read_timeout_s()
+    # Those the opening started ahead (`opening_copies`), for exactly these files.
+    return opening_copies.take(files) or ObjectCopies(files, timeout_s)
 
 
 # The numpy functions below hold their copies by a weak reference: TensorFlow keeps

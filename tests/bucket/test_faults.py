@@ -266,3 +266,82 @@ def test_a_listing_with_no_answer_in_time_caches_in_memory_with_one_line(
             assert collections.Counter(found[f"gs{k}"]) == collections.Counter(found[f"local{k}"])
             assert len(found[f"gs{k}"]) > 0
     assert not [p for p in cache.iterdir() if p.is_file()], "no persistent file"
+
+
+# An opening that fails: a build not in the bucket (at once, as before), or a read whose
+# options are refused once the builder is loaded, when its shards' copies have started
+# (`opening_copies`). Then the child waits, bounded, for the copying threads to end and
+# the copies' folder to go, and says what is left: nothing may go on copying for an
+# opening that failed.
+OPENING_FAILS = """
+import json, os, threading, time
+import cats_vs_dogs_fast
+
+kind, case = os.environ["KIND"], os.environ["CASE"]
+read = {"dataset": cats_vs_dogs_fast.as_fast_dataset, "loader": cats_vs_dogs_fast.as_fast_loader}
+refused = {"dataset": {"no_such_option": 1}, "loader": {"shard_count": 10**6}}
+try:
+    read[kind]("train", data_dir=os.environ["GS_DIR"], batch_size=4, seed=0,
+               download_and_prepare=False, **(refused[kind] if case == "refused" else {}))
+except Exception as error:
+    print("ERROR", type(error).__name__, json.dumps(str(error)), flush=True)
+
+def left():
+    copying = [t.name for t in threading.enumerate() if t.name.startswith("fast_tfds-")]
+    tmp = os.environ["TMPDIR"]
+    return copying + [p for p in os.listdir(tmp) if p.startswith("fast_tfds-shards-")]
+
+deadline = time.monotonic() + 60
+while left() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("LEFT", json.dumps(left()), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["dataset", "loader"])
+def test_a_build_not_in_the_bucket_is_one_line_and_copies_nothing(own_bucket, kind, tmp_path):
+    data_dir = own_bucket.url("nothing-here")
+    child = reads.start(
+        own_bucket, OPENING_FAILS, KIND=kind, CASE="missing", GS_DIR=data_dir, TMPDIR=f"{tmp_path}"
+    )
+    child.stdin.close()
+    out = child.rest(BOUND_S)
+    assert child.wait(60) == 0, child.stderr_text()[-4000:]
+    (error,) = [line for line in out.splitlines() if line.startswith("ERROR ")]
+    name, message = error_message(error)
+    assert name == "DatasetNotBuilt" and "\n" not in message, message
+    assert message.startswith(
+        f"download_and_prepare=False: cats_vs_dogs_fast/224/1.0.0 is not built in {data_dir}; run "
+    ), message
+    assert "LEFT []" in out.splitlines(), out
+    assert not own_bucket.proxy.media_reads(), own_bucket.proxy.media_reads()
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("dataset", "no_such_option: not an option of as_fast_dataset for cats_vs_dogs_fast; "),
+        ("loader", "shard_count=1000000: "),
+    ],
+)
+def test_an_opening_refused_after_its_copies_started_leaves_nothing_copying(
+    own_bucket, kind, says, tmp_path
+):
+    """The shards' copies start while the builder loads; options refused after that are
+    the same one line as before, and the copies stop: no copying thread, no folder left
+    (the loader's reader had taken its copies by then, the dataset's had not)."""
+    child = reads.start(
+        own_bucket,
+        OPENING_FAILS,
+        KIND=kind,
+        CASE="refused",
+        GS_DIR=own_bucket.url(PREFIX[kind]),
+        TMPDIR=f"{tmp_path}",
+    )
+    child.stdin.close()
+    out = child.rest(BOUND_S)
+    assert child.wait(60) == 0, child.stderr_text()[-4000:]
+    (error,) = [line for line in out.splitlines() if line.startswith("ERROR ")]
+    _, message = error_message(error)
+    assert message.startswith(says) and "\n" not in message, message
+    assert "LEFT []" in out.splitlines(), out

@@ -136,8 +136,9 @@ def test_as_fast_dataset_reads_whole_shard_copies_removed_with_the_dataset(
 ):
     """A streamed read (cache=False) of two shuffled epochs from gs:// asks the bucket for
     each shard object once (TensorFlow's client would read every shard in each epoch),
-    from copies in a temporary folder under TMPDIR that appears when the first epoch
-    starts, not when the dataset is made, and goes when the dataset does."""
+    from copies in a temporary folder under TMPDIR that is there when the dataset is made
+    (the copies start while the builder loads: `opening_copies`), the same one the epochs
+    read, and goes when the dataset does."""
     bucket.proxy.reset()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -152,8 +153,8 @@ def test_as_fast_dataset_reads_whole_shard_copies_removed_with_the_dataset(
     Truth.of(cats_data_dir).check(
         [reads._output(r) for r in json.loads(found[0].split(" ", 2)[2])], times=2
     )
-    assert before == {}, before
     ((folder, files),) = read.items()
+    assert list(before) == [folder], (before, read)
     shards = sorted(
         f.name for f in (cats_data_dir / "cats_vs_dogs_fast/224/1.0.0").glob(f"*{SHARD_MARK}*")
     )
@@ -163,6 +164,54 @@ def test_as_fast_dataset_reads_whole_shard_copies_removed_with_the_dataset(
         r.object for r in bucket.proxy.requests if r.object and SHARD_MARK in r.object
     )
     assert len(asked) == 16 and set(asked.values()) == {1}, asked
+
+
+SLICES = """
+import os
+import cats_vs_dogs_fast
+import tensorflow_datasets as tfds
+
+split = "train[:25%]"
+builder = tfds.builder_from_directory(os.environ["LOCAL_DIR"] + "/cats_vs_dogs_fast/224/1.0.0")
+files = [os.path.basename(fi.filename) for fi in builder.info.splits[split].file_instructions]
+print("SLICE", json.dumps(files), flush=True)
+common = dict(batch_size=8, shuffle=False, seed=0, download_and_prepare=False)
+report("dataset", cats_vs_dogs_fast.as_fast_dataset(
+    split, data_dir=os.environ["GS_DIR"] + "/tfrecord", **common))
+report("loader", cats_vs_dogs_fast.as_fast_loader(
+    split, data_dir=os.environ["GS_DIR"] + "/array_record", **common))
+"""
+
+
+def test_a_slice_asks_the_bucket_for_its_own_shards_only(
+    bucket, cats_data_dir, cats_array_record_dir
+):
+    """The shards' copies start while the builder loads only for a whole split: a slice's
+    read (here a quarter of it) copies the shards it reads, once each, and no other."""
+    bucket.proxy.reset()
+    child = reads.start(bucket, SLICES, LOCAL_DIR=os.fspath(cats_data_dir), GS_DIR=bucket.url())
+    child.stdin.close()
+    out = child.rest()
+    assert child.wait(60) == 0, child.stderr_text()[-4000:]
+    (line,) = [line for line in out.splitlines() if line.startswith("SLICE ")]
+    files = json.loads(line.split(" ", 1)[1])
+    assert 0 < len(files) < 16, files
+    found = {
+        name: [reads._output(r) for r in json.loads(rows)]
+        for _, name, rows in (
+            line.split(" ", 2) for line in out.splitlines() if line.startswith("OUTPUTS ")
+        )
+    }
+    Truth.of(cats_data_dir, split="train[:25%]").check(found["dataset"])
+    Truth.of(cats_array_record_dir, split="train[:25%]").check(found["loader"])
+    for mark, name in ((SHARD_MARK, "dataset"), (ARRAY_RECORD_SHARD, "loader")):
+        asked = collections.Counter(
+            r.object.rsplit("/", 1)[-1]
+            for r in bucket.proxy.requests
+            if r.object and mark in r.object
+        )
+        expected = [f.replace(SHARD_MARK, mark) for f in files]
+        assert sorted(asked) == sorted(expected) and set(asked.values()) == {1}, (name, asked)
 
 
 LOADER_READS = """

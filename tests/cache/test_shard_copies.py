@@ -152,3 +152,57 @@ def test_the_folder_goes_with_the_copies(bucket):
         gc.collect()
         time.sleep(0.05)
     assert not os.path.exists(folder)
+
+
+def test_copies_asked_for_ahead_wait_for_those_a_reader_asks_for(bucket, monkeypatch):
+    """Copies asked for ahead (as a dataset is opened) run after every copy a reader asked
+    for, and one a reader asks for moves to the reader's turn: the reader's order first."""
+    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 1)
+    bucket.released = False
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    for k in range(4):
+        copies.start(k, ahead=True)
+    deadline = time.monotonic() + WAIT_S
+    while not bucket.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    copies.start(5)
+    copies.start(2)
+    copies.start(2, ahead=True)  # asked for by a reader already: stays in the reader's turn
+    for k in range(len(FILES)):
+        bucket.release(name(k))
+    for k in (5, 2, 1, 3, 0):
+        assert open(copies.wait(k), "rb").read() == name(k).encode()
+    assert bucket.started == [name(k) for k in (0, 5, 2, 1, 3)]
+
+
+def test_closed_copies_stop_and_their_folder_goes(bucket, monkeypatch):
+    """`close` (an opening that failed, copies no reader took): the queued copies never
+    start, a wait for one is the one line of a failed read, and the folder goes, the
+    copies in flight's files included."""
+    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 2)
+    bucket.released = False
+    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    for k in range(len(FILES)):
+        copies.start(k, ahead=True)
+    deadline = time.monotonic() + WAIT_S
+    while bucket.running < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    folder = copies.folder
+    copies.close()
+    for k in range(len(FILES)):
+        bucket.release(name(k))
+    with pytest.raises(BucketReadError) as caught:
+        copies.wait(4)
+    message = str(caught.value)
+    assert message.startswith(
+        f"{FILES[4]}: reading it from the bucket failed (its copies were dropped)"
+    )
+    assert "\n" not in message
+    with pytest.raises(BucketReadError):
+        copies.wait(0)  # in flight when closed: its copy is not kept
+    copies.start(5)  # asked for after `close`: nothing starts
+    deadline = time.monotonic() + WAIT_S
+    while (bucket.running or os.path.exists(folder)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(folder)
+    assert sorted(bucket.started) == [name(0), name(1)]

@@ -24,6 +24,34 @@ def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_
     )
 
 
+@pytest.mark.parametrize("config", [None, "original"])
+def test_the_version_folder_named_without_reading_is_the_builders(cats_data_dir, config):
+    """`version_folder` (where the readers list a bucket's shards before the builder loads)
+    names the folder `load_builder` reads, for the default config and a named one."""
+    builder = builder_lookup.load_builder(
+        "cats_vs_dogs_fast", data_dir=cats_data_dir, config=config, download_and_prepare=False
+    )
+    named = builder_lookup.version_folder(
+        "cats_vs_dogs_fast", data_dir=f"{cats_data_dir}/", config=config
+    )
+    assert named == str(builder.data_dir)
+    folder = "gs://b/x/cats_vs_dogs_fast/224/1.0.0"
+    assert builder_lookup.version_folder("cats_vs_dogs_fast", builder_dir=folder + "/") == folder
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"name": "no_such_dataset", "data_dir": "gs://b/x"},
+        {"name": "cats_vs_dogs_fast", "data_dir": "gs://b/x", "config": "512"},
+        {"name": "cats_vs_dogs_fast/224", "data_dir": "gs://b/x"},
+        {"name": "cats_vs_dogs_fast"},  # TFDS searches its data dirs
+    ],
+)
+def test_no_version_folder_where_the_builder_would_say_or_search(arguments):
+    assert builder_lookup.version_folder(**arguments) is None
+
+
 @pytest.mark.parametrize(
     ("arguments", "start"),
     [

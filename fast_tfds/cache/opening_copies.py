@@ -1,0 +1,179 @@
+"""Shard copies started as a dataset in a bucket is opened, while its builder loads.
+
+Opening a build in a bucket (gs://) first loads its builder: TFDS reads the metadata
+through etils, whose first access to a bucket checks whether it is a zonal one (an import
+and a call of Google's storage control client, once per bucket and process), then reads
+dataset_info.json and lists the folder, a request at a time. Only then does the reader know
+the split's shard files and ask for their copies (`shard_copies`), which the first batch
+waits for. Yet the shards' names are in the version folder's listing: within `opening`, a
+background thread lists the folder (gcsfs, one request) and asks for the copies of the
+split's shard objects ahead (`ObjectCopies.start(k, ahead=True)`) while the builder loads.
+
+A reader that then reads exactly those objects, in that order (the split's file
+instructions), takes the copies (`take`): its own order goes first for the copies not yet
+started. What no reader took when the opening ends (a read of other files), and what a
+reader took where the opening then failed, is dropped (`ObjectCopies.close`): the queued
+copies never start, the ones in flight stop at their next piece, and the folder goes. The
+listing only names objects; the reader's instructions (from the metadata) decide what is
+read, so a listing that differs (another build in the folder, an object missing) only
+means no copies ahead.
+
+The readers ask for this only where a read surely reads every shard of the split (a
+whole split, not a persisted cache that may already hold it, ...): `read.reader` and
+`loader` decide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fast_tfds.cache import remote_files
+from fast_tfds.cache.shard_copies import ObjectCopies, read_timeout_s
+
+log = logging.getLogger("fast_tfds")
+
+# The opening under way in this thread (the reader takes its copies in the same call).
+_OPENING: contextvars.ContextVar[_Opening | None] = contextvars.ContextVar(
+    "fast_tfds_opening_copies", default=None
+)
+
+
+def shard_objects(names, dataset: str, split: str, file_format: str) -> list[str]:
+    """The names among `names` of the shards of `split`, in shard order, as TFDS's default
+    template names them (`dataset-split.format-00000-of-00016`); [] unless every shard of
+    one such set is there, and nothing else of the split."""
+    pattern = re.compile(
+        rf"{re.escape(dataset)}-{re.escape(split)}\.{re.escape(file_format)}-(\d+)-of-(\d+)"
+    )
+    found = [(m, n) for n in names if (m := pattern.fullmatch(n))]
+    totals = {int(m[2]) for m, _ in found}
+    if len(totals) != 1 or sorted(int(m[1]) for m, _ in found) != list(range(totals.pop())):
+        return []
+    return [n for _, n in sorted(found, key=lambda f: int(f[0][1]))]
+
+
+class _Opening:
+    """The listing and the copies ahead of one opening (in a background thread)."""
+
+    def __init__(
+        self,
+        folder: str,
+        dataset: str,
+        split: str,
+        file_format: str,
+        timeout_s: float,
+        opener: Callable[[str], Any] | None,
+    ):
+        self.folder = folder.rstrip("/")
+        self.timeout_s = timeout_s
+        self.copies: ObjectCopies | None = None
+        self.taken: ObjectCopies | None = None
+        self.closed = False
+        self.listed = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._start,
+            args=(dataset, split, file_format, opener),
+            daemon=True,  # a bucket that never answers does not hold up the exit
+            name="fast_tfds-opening-copies",
+        )
+        self._thread.start()
+
+    def _start(self, dataset, split, file_format, opener) -> None:
+        try:
+            files = self._list(dataset, split, file_format)
+            with self._lock:
+                if self.closed or not files:
+                    return
+                self.copies = ObjectCopies(files, self.timeout_s, opener)
+                self.copies.ensure_folder()  # there once the reader has taken them
+                for k in range(len(files)):
+                    self.copies.start(k, ahead=True)
+        except BaseException as error:  # noqa: BLE001  (the reader makes its own copies)
+            log.debug("fast_tfds: no shard copies ahead for %s: %r", self.folder, error)
+        finally:
+            self.listed.set()
+
+    def _list(self, dataset, split, file_format) -> list[str]:
+        fs = remote_files.filesystem()  # imports gcsfs here, not in the opening call
+        path = self.folder.removeprefix(remote_files.SCHEME)
+        try:
+            listed = fs.ls(path, detail=False, refresh=True)
+        finally:
+            # gcsfs keeps listings for later calls: a later one must see the bucket anew.
+            fs.invalidate_cache(path)
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in listed]
+        return [f"{self.folder}/{n}" for n in shard_objects(names, dataset, split, file_format)]
+
+    def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
+        # The listing is one request, which the builder's loading (several, after etils'
+        # check) has covered; where it has not, the copies ahead are worth the wait. A
+        # bucket that gives it nothing in the read timeout would not give the reader's
+        # own copies anything either.
+        self.listed.wait(self.timeout_s)
+        with self._lock:
+            copies = self.copies
+            if copies is None or copies.files != files:
+                return None
+            self.copies, self.taken = None, copies
+            return copies
+
+    def close(self, failed: bool) -> None:
+        """Drops the copies no reader took; `failed` (the opening raised): the ones taken
+        too, since no reader will read them."""
+        with self._lock:
+            self.closed = True
+            dropped = [self.copies, self.taken if failed else None]
+            self.copies = self.taken = None
+        for copies in dropped:
+            if copies is not None:
+                copies.close()
+
+
+@contextlib.contextmanager
+def opening(
+    folder: str | None,
+    dataset: str,
+    split: Any,
+    file_format: str,
+    opener: Callable[[str], Any] | None = None,
+) -> Iterator[None]:
+    """Within: the shard objects of `split` (a split's name) in version folder `folder`
+    (gs://) are listed and copied ahead, for the reader that `take`s them; on exit, the
+    copies no reader took are dropped, and where the opening raised, the taken ones too.
+    Nothing is started where `folder` is not in a bucket, `split` is not a plain split
+    name, or gcsfs is not installed."""
+    plain = isinstance(split, str) and re.fullmatch(r"\w+", split)
+    if folder is None or not plain or not str(folder).startswith(remote_files.SCHEME):
+        yield
+        return
+    try:
+        timeout_s = read_timeout_s()
+    except ValueError:  # the reader says so, in its own words
+        timeout_s = None
+    if timeout_s is None or not remote_files.has_gcsfs():
+        yield
+        return
+    started = _Opening(str(folder), dataset, str(split), file_format, timeout_s, opener)
+    token = _OPENING.set(started)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _OPENING.reset(token)
+        started.close(failed)
+
+
+def take(files) -> ObjectCopies | None:
+    """The copies started ahead for exactly `files` (gs:// urls, in order) by the opening
+    under way in this thread, now the caller's to keep (and close with its reader);
+    None where there are none."""
+    started = _OPENING.get()
+    return None if started is None else started.take(tuple(files))
