@@ -523,8 +523,8 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
             ratios = f"{rate / base:.2f}x its local copy"
             if not pipeline.startswith("article"):
                 ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
-            if against_baseline(pipeline, f"{ms} ms"):
-                ratios += f", {against_baseline(pipeline, f'{ms} ms')}"
+            if baseline := against_baseline(pipeline, f"{ms} ms"):
+                ratios += f", {baseline}"
             where = f"bucket +{ms} ms/request"
             used = cpu(pipeline, f"{ms} ms")
             print(f"  {pipeline:<{width}}{where:<22}{rate:>11,.0f}  {used:<25}{ratios}")

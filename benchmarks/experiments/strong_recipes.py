@@ -69,10 +69,13 @@ def rows(threads: int):
 
     plain = Augment()
 
-    def today(pictures, epoch, indices, out):
+    def drawn_for(pictures, epoch, indices):
+        """Today's crop + flip windows of a batch, in its pictures' pixels."""
         sizes = [p.shape[:2] for p in pictures]
-        drawn = windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
-        kernels.apply_into(pictures, drawn, out, num_threads=threads)
+        return windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
+
+    def today(pictures, epoch, indices, out):
+        kernels.apply_into(pictures, drawn_for(pictures, epoch, indices), out, num_threads=threads)
 
     def strong(r):
         def serve(pictures, epoch, indices, out):
@@ -93,8 +96,7 @@ def rows(threads: int):
     def pil_reference(pictures, epoch, indices, out):
         from fast_tfds.augment import erasing
 
-        sizes = [p.shape[:2] for p in pictures]
-        drawn = windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
+        drawn = drawn_for(pictures, epoch, indices)
         ops = trivial.draw(0, epoch, indices, (SIZE, SIZE)).recipes()
         boxes = erasing.sample(0.25, 0, epoch, indices, (SIZE, SIZE))
         for i, picture in enumerate(pictures):
@@ -102,9 +104,7 @@ def rows(threads: int):
             erasing.erase_into(out[i], boxes, i)
 
     def floor_resize(pictures, epoch, indices, out):
-        sizes = [p.shape[:2] for p in pictures]
-        drawn = windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
-        boxes = kernels.source_boxes(pictures, drawn).tolist()
+        boxes = kernels.source_boxes(pictures, drawn_for(pictures, epoch, indices)).tolist()
 
         def one(i):
             y0, y1, x0, x1 = boxes[i]
@@ -115,9 +115,7 @@ def rows(threads: int):
     scratch = threading.local()
 
     def floor_warp(pictures, epoch, indices, out):
-        sizes = [p.shape[:2] for p in pictures]
-        drawn = windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
-        boxes = kernels.source_boxes(pictures, drawn).tolist()
+        boxes = kernels.source_boxes(pictures, drawn_for(pictures, epoch, indices)).tolist()
         angles = np.radians(recipe.angles(15.0, 0, epoch, indices)).tolist()
 
         def one(i):

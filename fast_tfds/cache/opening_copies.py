@@ -177,3 +177,9 @@ def take(files) -> ObjectCopies | None:
     None where there are none."""
     started = _OPENING.get()
     return None if started is None else started.take(tuple(files))
+
+
+def copies(files, timeout_s: float, opener: Callable[[str], Any] | None = None) -> ObjectCopies:
+    """The copies of `files` a reader reads: those the opening under way started ahead for
+    exactly these files (`take`), else new ones."""
+    return take(files) or ObjectCopies(files, timeout_s, opener=opener)

@@ -39,7 +39,6 @@ from fast_tfds.cache.shard_copies import (
     PARALLEL_COPIES,
     READ_TIMEOUT_ENV,
     BucketReadError,
-    ObjectCopies,
     gave_nothing,
     read_failed,
     read_timeout_s,
@@ -77,10 +76,7 @@ class ShardCopies:
         self.ends = tuple(itertools.accumulate(self.counts))
         self.timeout_s = timeout_s
         self.fallback = fallback
-        # Those the opening started ahead (`opening_copies`), for exactly these files.
-        self.copies = opening_copies.take(self.files) or ObjectCopies(
-            self.files, timeout_s, opener=open_reader
-        )
+        self.copies = opening_copies.copies(self.files, timeout_s, opener=open_reader)
         self._local()
 
     def _local(self) -> None:

@@ -176,9 +176,7 @@ def shard_copies(instructions) -> ObjectCopies | None:
                 remote_files.INSTALL,
             )
         return None
-    timeout_s = read_timeout_s()
-    # Those the opening started ahead (`opening_copies`), for exactly these files.
-    return opening_copies.take(files) or ObjectCopies(files, timeout_s)
+    return opening_copies.copies(files, read_timeout_s())
 
 
 # The numpy functions below hold their copies by a weak reference: TensorFlow keeps
