@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.core.passes import PassClock
-from fast_tfds.read import records
+from fast_tfds.read import exit_iterators, records
 from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.split_reading import Reading
 
@@ -37,6 +37,9 @@ NO_AUTOGRAPH = tf.autograph.experimental.do_not_convert
 def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
     """The epochs of one iteration from the clock's start ─ prefetch ─ delivered (the
     clock told of each completed pass), with the dataset's exact length."""
+    # Its iterators run numpy functions on tf.data's threads: closed before Python's
+    # finalization, or a script that stops reading them hangs at exit (`exit_iterators`).
+    exit_iterators.close_at_exit()
     per_epoch = batches_per_epoch(reading)
     clock = PassClock(per_epoch, endless=reading.epochs is None)
     keep = make_epoch
