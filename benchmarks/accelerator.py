@@ -392,6 +392,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks accele
     data = Data(Path(args.data))
     acc = Accelerator(args.cpu)
     print(f"{acc.name()}, torch {acc.torch.__version__}, {os.cpu_count()} CPUs", flush=True)
+    preflight(acc)
     rows, notes = training_rows(acc, data, args)
     scaling = scaling_rows(acc, data, args, notes)
     result = {
@@ -420,6 +421,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks accele
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"Wrote {out} ({result['seconds']:.0f} s)")
+
+
+def preflight(acc: Accelerator) -> None:
+    """Every module the rows need, imported before anything is timed: a machine without one
+    says so in seconds, not after the first rows."""
+    import importlib
+
+    needed = ["fast_tfds.loader", "torchvision", "tensorflow_datasets"]
+    needed += [] if acc.cpu else ["timm.data"]  # --cpu runs without timm's Mixup (a note)
+    for module in needed:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise SystemExit(
+                f"python -m benchmarks accelerator: {module} cannot be imported ({err}); on the "
+                "GPU machine, install the carried wheels first (scripts/device/README.md)"
+            ) from err
 
 
 def _loader(data: Data, config: str, batch: int, **options):
