@@ -192,8 +192,8 @@ class Feed:
         self.turn ^= 1
         start = time.perf_counter()
         images, labels = next(self.batches)
-        pinned = time.perf_counter()
-        self.wait_s += pinned - start
+        got = time.perf_counter()
+        self.wait_s += got - start
         images = torch.as_tensor(images)
         labels = torch.as_tensor(labels)
         if images.device.type == acc.device.type:  # On the device already: no copy.
@@ -209,7 +209,7 @@ class Feed:
                 self.copied[turn].synchronize()  # its last copy has read it
             buffer.copy_(images)
             images = buffer
-        self.pin_s += time.perf_counter() - pinned
+        self.pin_s += time.perf_counter() - got
         copy_start, copied = acc.event(), acc.event()
         with acc.copying():
             if self.released[turn] is not None:
@@ -235,25 +235,20 @@ class Feed:
 
 
 def train(acc, step, batches, *, warmup: int, seconds: float, min_steps: int, prep):
-    """Warm-up steps, then timed steps until both `seconds` and `min_steps` are reached.
-    `prep(images, labels) -> (images, targets)` is the GPU's input work after the copy
-    (normalisation; the peer's Mixup). Returns the row: images/s, the wait, per-step times."""
+    """`warmup` untimed steps, then timed steps until both `seconds` and `min_steps` are
+    reached. `prep(images, labels) -> (images, targets)` is the device's input work after
+    the copy (normalisation; the peer's Mixup). Returns the row: images/s, the wait, and
+    the time per step of each part."""
     feed = Feed(acc, batches)
-    for _ in range(warmup):
-        images, labels, copied, _ = feed.next()
-        acc.compute_waits_for(copied)
-        done = acc.event()
-        x, y = prep(images, labels)
-        done.record()
-        feed.release(done)
-        step(x, y)
-    acc.synchronize()
-    feed.wait_s = feed.pin_s = 0.0
     marks = []  # per step: copy start, copied, start, prepared, end
-    count = 0
-    started = time.perf_counter()
+    count, started = 0, time.perf_counter()
     pending = feed.next()
-    while True:
+    for index in itertools.count():
+        if index == warmup:  # The timed steps start on an idle device, counts at zero.
+            acc.synchronize()
+            marks.clear()
+            count, started = 0, time.perf_counter()
+            feed.wait_s = feed.pin_s = 0.0
         images, labels, copied, copy_start = pending
         acc.compute_waits_for(copied)
         start, prepared, end = acc.event(), acc.event(), acc.event()
@@ -265,8 +260,9 @@ def train(acc, step, batches, *, warmup: int, seconds: float, min_steps: int, pr
         end.record()
         marks.append((copy_start, copied, start, prepared, end))
         count += int(x.shape[0])
-        if len(marks) >= min_steps and time.perf_counter() - started >= seconds:
-            break
+        if index >= warmup and len(marks) >= min_steps:
+            if time.perf_counter() - started >= seconds:
+                break
         pending = feed.next()  # while the device runs this step
     acc.synchronize()
     wall_ms = marks[0][2].elapsed_time(marks[-1][4])
