@@ -3,6 +3,13 @@
 import importlib.util
 import sys
 
+if sys.argv[1:2] == ["accelerator"]:
+    # The GPU machine has no TensorFlow, no builders and no matplotlib: this run needs none.
+    from benchmarks.accelerator import main as accelerator
+
+    accelerator(sys.argv[2:])
+    raise SystemExit(0)
+
 # Run by an interpreter without the [bench] extra (a system python, .venv not activated),
 # the benchmark would fail deep in an import; one line says what to run instead.
 _NEEDS = {"tensorflow": "tensorflow", "tensorflow_datasets": "tensorflow-datasets"}

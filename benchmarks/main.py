@@ -7,6 +7,7 @@ same data, in one process. Run it from the root of a clone of the repository:
   python -m benchmarks sizes [--help]           output sizes 160/224/384, the disk cache
   python -m benchmarks recipes [--help]         training recipes: crops, flips, jitter
   python -m benchmarks bucket [--help]          epoch 1 from a gs:// bucket (emulated)
+  python -m benchmarks accelerator [--help]     a GPU's wait for input (no TensorFlow)
   python -m benchmarks against --baseline REV   this tree against commit REV, same run
   python -m benchmarks --compare A.json B.json  the ratio of two runs, row by row
   python -m benchmarks --list                   the pipelines (names for --only)

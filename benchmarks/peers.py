@@ -129,37 +129,23 @@ report(epoch)
 """
 )
 
-# torchvision's transforms v2 on uint8 tensors (its fast path): decode_jpeg, then
-# RandomResizedCrop (antialiased, torchvision's default) + flip + TrivialAugmentWide +
-# RandomErasing(0.25, random pixels, timm's and ours), in a DataLoader with 2 workers.
+# torchvision's recipe (`benchmarks.torch_peer`: RandomResizedCrop + flip +
+# TrivialAugmentWide + RandomErasing on uint8 tensors) in a DataLoader of `workers` processes.
 TORCHVISION = (
     _CLOCK
     + r"""
 import pickle, sys
-import torch
-from torch.utils.data import DataLoader, Dataset
-from torchvision.io import decode_jpeg, ImageReadMode
-from torchvision.transforms import v2
+sys.path.insert(0, sys.argv[6])  # the repository: benchmarks.torch_peer
+from torch.utils.data import DataLoader
+from benchmarks.torch_peer import Jpegs
 
 jpegs, labels = pickle.load(open(sys.argv[1], "rb"))
 batch, size, workers = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-transform = v2.Compose([
-    v2.RandomResizedCrop(size, antialias=True),
-    v2.RandomHorizontalFlip(),
-    v2.TrivialAugmentWide(),
-    v2.RandomErasing(0.25, value="random"),
-])
-
-class Jpegs(Dataset):
-    def __len__(self):
-        return len(jpegs)
-
-    def __getitem__(self, i):
-        image = decode_jpeg(torch.frombuffer(jpegs[i], dtype=torch.uint8), ImageReadMode.RGB)
-        return transform(image), labels[i]
+erase = float(sys.argv[5])
 
 # Workers end with each epoch (DataLoader's default): their CPU seconds then count.
-loader = DataLoader(Jpegs(), batch_size=batch, num_workers=workers)
+loader = DataLoader(Jpegs(list(zip(jpegs, labels)), size, erase), batch_size=batch,
+                    num_workers=workers)
 
 def epoch():
     return sum(len(images) for images, _ in loader)

@@ -106,6 +106,10 @@ DALI_RA = "DALI CPU RRC+flip+RandAugment"
 # Ours, each a row cached (with its fill), without a cache, and the loader's.
 ROTATE = "RRC+flip+rotate 15"
 TA_ERASE = "TrivialAugment+erase"
+# The strongest recipe's settings, ours and the peers' (torchvision's RandomErasing, timm's
+# Mixup take the same names): erasing's probability, and MixUp / CutMix as timm's defaults.
+ERASE = 0.25
+MIX = {"mixup_alpha": 0.8, "cutmix_alpha": 1.0, "label_smoothing": 0.1}
 RAND_AUGMENT = "RandAugment"
 TIMM_RA = "timm rand-m9-mstd0.5-inc1"
 TA_ERASE_SHUFFLED = "TrivialAugment+erase shuffled"
@@ -147,6 +151,13 @@ STRONG_TARGETS = (
     (f"ours {ROTATE}, cached", "ours RRC+flip, cached", "time", "<=", 1.1),
     (f"ours {MIXED}, cached", f"ours {TA_ERASE_SHUFFLED}, cached", "time", "<=", 1.1),
 )
+
+
+def strongest():
+    """TrivialAugmentWide + erasing: the strongest recipe's `Augment` (with `Mix(**MIX)`)."""
+    from fast_tfds import Augment
+
+    return Augment(auto_augment="trivial_augment_wide", erase=ERASE)
 
 
 def per_core(rows: dict[str, Row], timed: dict) -> dict:
@@ -383,7 +394,8 @@ class Rows:
             "pip install torch==2.14.1 torchvision==0.29.1 into a venv, "
             "then --torch-python VENV/bin/python"
         )
-        args = [pairs_path, str(BATCH), str(SIZE), str(TORCH_WORKERS)]
+        args = [pairs_path, str(BATCH), str(SIZE), str(TORCH_WORKERS), str(ERASE)]
+        args.append(peers.repo_root())
         epoch, why = peers.peer(
             pythons.get("torch"),
             "torchvision.transforms.v2",
@@ -530,15 +542,15 @@ class Rows:
         try:
             from fast_tfds import Augment, Mix
 
-            Augment(auto_augment="trivial_augment_wide", erase=0.25, rotate=15)
+            Augment(auto_augment="trivial_augment_wide", erase=ERASE, rotate=15)
         except (ImportError, TypeError) as err:
             for recipe in STRONG:
                 self.unavailable[f"ours {recipe}"] = f"Augment(auto_augment=...) not here: {err}"
             return
-        mix = Mix(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1)
+        mix = Mix(**MIX)
         recipes = {
             ROTATE: Augment(rotate=15),
-            TA_ERASE: Augment(auto_augment="trivial_augment_wide", erase=0.25),
+            TA_ERASE: strongest(),
             RAND_AUGMENT: Augment(auto_augment="rand_augment"),
             TIMM_RA: Augment(auto_augment="rand-m9-mstd0.5-inc1"),
         }

@@ -288,25 +288,37 @@ def _allocated_bytes(folder: Path) -> list[int]:
 
 
 class Clock:
-    """Images, wall seconds and CPU seconds (every thread of this process) of one epoch;
+    """Images, wall seconds and CPU seconds (`cpu_seconds`) of one epoch;
     CPU seconds over wall seconds are the cores the epoch kept busy."""
 
     def __enter__(self) -> Clock:
         self.images = 0
-        self._cpu, self._start = _cpu_seconds(), time.perf_counter()
+        self._cpu, self._start = cpu_seconds(), time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self._start
-        self.cpu_seconds = _cpu_seconds() - self._cpu
+        self.cpu_seconds = cpu_seconds() - self._cpu
 
     def epoch(self) -> dict:
         return {"images": self.images, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds}
 
 
-def _cpu_seconds() -> float:
+def cpu_seconds() -> float:
+    """CPU seconds of this process (every thread) and of its child processes: those that
+    ended (`benchmarks.peers` counts a peer's DataLoader workers so, once they end with
+    their epoch) and those still running (persistent workers, read through psutil)."""
     times = os.times()
-    return times.user + times.system
+    seconds = times.user + times.system + times.children_user + times.children_system
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cpu = child.cpu_times()
+        except psutil.Error:  # It ended between the listing and the reading.
+            continue
+        seconds += cpu.user + cpu.system
+    return seconds
 
 
 def _epoch(ds) -> dict:
