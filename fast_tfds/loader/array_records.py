@@ -53,7 +53,7 @@ class NoArrayRecordFiles(ValueError):
 
 class BucketRecords:
     """The records of shards in an object store, read record by record through
-    array_record's GCS client within a bounded time: what `ShardCopies` reads where
+    array_record's GCS client within a bounded time: read instead of `ShardCopies` where
     gcsfs is not installed.
 
     Each read is waited for at most `timeout_s` (`object_stores.within`): a read that

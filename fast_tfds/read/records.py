@@ -10,7 +10,6 @@ costs more CPU per shard (TLS, a 64 MB buffer per file opened: docs/buckets.md).
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 
@@ -24,7 +23,6 @@ from fast_tfds.cache.remote.object_stores import BucketReadError
 from fast_tfds.core import splits
 
 AUTOTUNE = tf.data.AUTOTUNE
-log = logging.getLogger("fast_tfds")
 
 
 def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.FileInstruction]:

@@ -226,7 +226,7 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
         listed = within(lambda: store.listing(folder), timeout, "fast_tfds-bucket-listing")
     except NoAnswer:
         raise NotKeyed(f"listing {folder} gave no answer within {timeout:g} s") from None
-    except BaseException as error:  # noqa: BLE001  (one line for the log)
+    except Exception as error:  # noqa: BLE001  (one line for the log)
         raise NotKeyed(f"listing {folder} failed ({said_of(error)})") from None
     found = []
     for entry in listed:
