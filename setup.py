@@ -23,9 +23,9 @@ LOADER = [
     # Grain's generated protobuf code needs the protobuf 5.26+ runtime.
     "protobuf>=5.28.3",
 ]
-# Shards in a bucket (gs://): both readers copy whole shard objects through gcsfs
-# (fast_tfds/cache/shard_copies.py), and persist=True's key holds each object's size and
-# generation, listed through it (fast_tfds/cache/remote_files.py).
+# Shards in a bucket (gs://): both readers copy whole shard objects through gcsfs, and
+# persist=True's key holds each object's size and generation, listed through it
+# (fast_tfds/cache/remote/).
 GCS = ["gcsfs>=2026.10.1"]
 # Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model
 # (docs/jax-pytorch.md): the CPU build of jax; a GPU machine installs "jax[cuda12]" itself.

@@ -16,11 +16,12 @@
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
   plain or augmented, of both back ends; `persistent` opens, fills and checks such a
   file (`persistent_format`), which later and concurrent processes map and serve from
-  their first epoch; `persistent_listing` finds and removes such files; `remote_files`
-  fingerprints shards in a bucket (gs://) for their keys, from the objects' metadata.
-- `shard_copies`: shards in a bucket (gs://) copied whole to local files (gcsfs), a few at a
-  time with a bounded wait, which both readers read their records from; `opening_copies`
-  starts them as a dataset is opened, while its builder loads.
+  their first epoch; `persistent_listing` finds and removes such files.
+- `remote`: builds in an object store (gs://, through one seam, `remote.object_stores`):
+  the fingerprints of a bucket's shards for a persistent cache's key, from the objects'
+  metadata; the shards copied whole to local files, a few at a time with a bounded
+  wait, which both readers read their records from, started as a dataset is opened,
+  while its builder loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).

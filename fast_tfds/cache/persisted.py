@@ -16,7 +16,7 @@ cache holds unaugmented pictures, so a train and an eval recipe of one cache
 resolution share a file). The two back ends read different shard files (TFRecord and
 ArrayRecord files of one build), so the key fingerprints every shard file of the split
 in the version folder, in every format; a slot holds the same example in both. Shards
-in a bucket (gs://) are fingerprinted by their objects' metadata (`remote_files`), so
+in a bucket (gs://) are fingerprinted by their objects' metadata (`object_stores`), so
 a local file also serves a build read from a bucket. No TensorFlow.
 """
 
@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, persistent, placement, remote_files
+from fast_tfds.cache import disk_rows, persistent, placement
 from fast_tfds.cache import pictures as store
+from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import jpeg_blocks
 
 KIND = "pictures"
@@ -87,7 +88,7 @@ def example_ranges(index) -> list[list[int]]:
 def split_files(shard_files: Sequence[str], what: str | None = None) -> list[list] | None:
     """The fingerprint of every file of the split(s) of `shard_files` in their folder, in
     every format (`<dataset>-<split>.<format>-<shard>`): [[path, size, mtime_ns]] of local
-    files, [[url, size, generation, crc32c]] of objects in a bucket (`remote_files`: one
+    files, [[url, size, generation, crc32c]] of objects in a bucket (`object_stores`: one
     listing of the folder, no shard bytes). None when they cannot be fingerprinted; with
     `what` (the dataset's name), that is said in one log line, with why and that the
     cache stays in memory.
@@ -99,12 +100,12 @@ def split_files(shard_files: Sequence[str], what: str | None = None) -> list[lis
     found: list[list] = []
     for folder, starts in sorted(stems.items()):
         starts = tuple(sorted(starts))
-        if remote_files.is_remote(folder):
+        if object_stores.is_remote(folder):
             try:
-                found += remote_files.fingerprints(
+                found += object_stores.fingerprints(
                     folder, lambda name, starts=starts: name.startswith(starts)
                 )
-            except remote_files.NotKeyed as why:
+            except object_stores.NotKeyed as why:
                 _not_keyed(what, f"the shard files of {what} are in a bucket, and {why}")
                 return None
             continue

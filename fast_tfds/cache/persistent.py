@@ -53,7 +53,7 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import arena as arenas
-from fast_tfds.cache import disk_rows, remote_files
+from fast_tfds.cache import disk_rows
 from fast_tfds.cache.persistent_format import (
     BadFile,
     Layout,
@@ -67,6 +67,7 @@ from fast_tfds.cache.persistent_listing import (
     lock_path,
     remove_leftovers,
 )
+from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -85,25 +86,25 @@ def file_name(key: dict) -> str:
 
 def shard_fingerprint(paths) -> list[list] | None:
     """[[path, size, mtime_ns]] of each local shard file, [[url, size, generation,
-    crc32c]] of each object in a bucket (`remote_files`: one listing per folder, no
+    crc32c]] of each object in a bucket (`object_stores`: one listing per folder, no
     bytes read); None when one cannot be fingerprinted (a file missing, a listing that
     failed, another scheme than gs://)."""
     paths = [os.fspath(path) for path in paths]
     listed: dict[str, list] = {}
     folders: dict[str, set[str]] = {}
     for path in paths:
-        if remote_files.is_remote(path):
+        if object_stores.is_remote(path):
             folder, name = path.rsplit("/", 1)
             folders.setdefault(folder, set()).add(name)
     for folder, names in folders.items():
         try:
-            entries = remote_files.fingerprints(folder, names.__contains__)
-        except remote_files.NotKeyed:
+            entries = object_stores.fingerprints(folder, names.__contains__)
+        except object_stores.NotKeyed:
             return None
         listed.update((entry[0], entry) for entry in entries)
     found = []
     for path in paths:
-        if remote_files.is_remote(path):
+        if object_stores.is_remote(path):
             if path not in listed:
                 return None
             found.append(listed[path])

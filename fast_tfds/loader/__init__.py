@@ -21,7 +21,7 @@ import os  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.augment import progressive  # noqa: E402
-from fast_tfds.cache import opening_copies  # noqa: E402
+from fast_tfds.cache.remote import opening  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import load_builder, version_folder  # noqa: E402
 from fast_tfds.loader.array_records import (  # noqa: E402
@@ -29,9 +29,9 @@ from fast_tfds.loader.array_records import (  # noqa: E402
     DatasetNotBuilt,
     NoArrayRecordFiles,
     check_emulator_settings,
+    open_reader,
     split_source,
 )
-from fast_tfds.loader.bucket_shards import open_reader  # noqa: E402
 from fast_tfds.loader.examples import BadRecord, DecodeExample  # noqa: E402
 from fast_tfds.loader.options import LoaderOptions  # noqa: E402
 from fast_tfds.loader.pipeline import FastLoader, FastLoaderIterator  # noqa: E402
@@ -80,14 +80,14 @@ def as_fast_loader(
     )
     options = (options or LoaderOptions()).replace(**keywords)
     # A build in a bucket: its shards' copies start while the builder loads
-    # (`opening_copies`), unless a persisted cache may hold the split already. Every
+    # (`cache.remote.opening`), unless a persisted cache may hold the split already. Every
     # epoch reads every shard: a shard_count takes every shard_count-th record.
     folder = None
     if not options.persist:
         folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
     if folder is not None and "://" in folder:
         check_emulator_settings(folder)  # before any request, the copies' included
-    with opening_copies.opening(folder, name, split, ARRAY_RECORD.value, opener=open_reader):
+    with opening.opening(folder, name, split, ARRAY_RECORD.value, opener=open_reader):
         builder = load_builder(
             name,
             data_dir=data_dir,

@@ -2,7 +2,9 @@
 
 TFDS's own `as_data_source` picks the ArrayRecord files (also when they sit next to
 TFRecords after `tfds convert_format`) and resolves slices such as 'train[:80%]'.
-The loader asks it for the raw serialized examples and decodes them itself.
+The loader asks it for the raw serialized examples and decodes them itself. Shards in a
+bucket are read from whole local copies (`fast_tfds.cache.remote`), or record by record
+through array_record's own GCS client where gcsfs is not installed (`BucketRecords`).
 Nothing here imports TensorFlow.
 """
 
@@ -13,24 +15,36 @@ import dataclasses
 import itertools
 import os
 import shlex
-import threading
 from typing import Any
 
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import file_adapters
 
+from fast_tfds.cache.remote import opening
+from fast_tfds.cache.remote.copies import ShardCopies
+from fast_tfds.cache.remote.object_stores import TIMEOUT_ENV as READ_TIMEOUT_ENV
+from fast_tfds.cache.remote.object_stores import (
+    BucketReadError,
+    ObjectStore,
+    store_of,
+    timeout_s,
+    within,
+)
 from fast_tfds.core import sizes, splits
 from fast_tfds.core.builder_lookup import DatasetNotBuilt
-from fast_tfds.loader.bucket_shards import (
-    READ_TIMEOUT_ENV,
-    BucketReadError,
-    ShardCopies,
-    gave_nothing,
-    read_failed,
-    read_timeout_s,
-)
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
+# array_record's data source opens its readers so, for random access (no readahead).
+READER_OPTIONS = "readahead_buffer_size:0"
+
+
+def open_reader(local: str):
+    """An ArrayRecord reader of a shard's local copy (made in the copying thread)."""
+    from array_record.python import array_record_module
+
+    return array_record_module.ArrayRecordReader(
+        local, options=READER_OPTIONS, file_reader_buffer_size=32768
+    )
 
 
 class NoArrayRecordFiles(ValueError):
@@ -39,20 +53,25 @@ class NoArrayRecordFiles(ValueError):
 
 class BucketRecords:
     """The records of shards in an object store, read record by record through
-    array_record's GCS client within a bounded time: what `ShardCopies` reads where
+    array_record's GCS client within a bounded time: read instead of `ShardCopies` where
     gcsfs is not installed.
 
-    Each read runs in a daemon thread of its own while the caller waits for it at
-    most `timeout_s`: a read that array_record's client keeps retrying becomes a
-    `BucketReadError` that names the object, and so does a read it gives up on
-    (array_record's own message is a multi-part 'Permanent error, ...'). A stuck read's
-    thread is left to end on its own; as a daemon it does not hold up the process's
-    exit (a ThreadPoolExecutor's threads would: they are joined at exit). A thread
-    costs tens of microseconds; a read from a bucket, milliseconds.
+    Each read is waited for at most `timeout_s` (`object_stores.within`): a read that
+    array_record's client keeps retrying becomes a `BucketReadError` that names the
+    object, and so does a read it gives up on (array_record's own message is a
+    multi-part 'Permanent error, ...').
     """
 
-    def __init__(self, records: Any, files: tuple[str, ...], counts: tuple[int, ...], timeout_s):
+    def __init__(
+        self,
+        records: Any,
+        store: ObjectStore,
+        files: tuple[str, ...],
+        counts: tuple[int, ...],
+        timeout_s,
+    ):
         self.records = records
+        self.store = store
         self.files = files
         self.ends = tuple(itertools.accumulate(counts))
         self.timeout_s = timeout_s
@@ -74,31 +93,15 @@ class BucketRecords:
         return self.files[min(bisect.bisect_right(self.ends, key), len(self.files) - 1)]
 
     def _read(self, read, keys, first: int):
-        box: dict = {}
-        done = threading.Event()
-
-        def run():
-            try:
-                box["records"] = read(keys)
-            except BaseException as error:  # noqa: BLE001  (re-raised in the caller)
-                box["error"] = error
-            finally:
-                done.set()
-
-        threading.Thread(target=run, daemon=True, name="fast_tfds-bucket-read").start()
         try:
-            if not done.wait(self.timeout_s):
-                raise TimeoutError
-            if "error" in box:
-                raise box["error"]
-            return box["records"]
+            return within(lambda: read(keys), self.timeout_s, "fast_tfds-bucket-read")
         except TimeoutError:
-            raise gave_nothing(self.file_of(first), self.timeout_s) from None
+            raise self.store.gave_nothing(self.file_of(first), self.timeout_s) from None
         except RuntimeError as error:
             said = " ".join(str(error).split())
             # A batch of keys can span files: array_record's message names the one.
             named = [f for f in self.files if f in said]
-            raise read_failed(named[0] if named else self.file_of(first), said) from None
+            raise self.store.read_failed(named[0] if named else self.file_of(first), said) from None
 
 
 def check_emulator_settings(filename: str) -> None:
@@ -157,13 +160,17 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
     # unpickling imports the dataset's builder module in every worker.
     records = raw.data_source
     files = tuple(str(fi.filename) for fi in selected.file_instructions)
-    if files and "://" in files[0]:
+    store = store_of(files[0]) if files else None
+    if store is not None:
         check_emulator_settings(files[0])
         counts = tuple(int(fi.take) for fi in selected.file_instructions)
         skips = tuple(int(fi.skip) for fi in selected.file_instructions)
-        timeout = read_timeout_s()
-        fallback = BucketRecords(records, files, counts, timeout)
-        records = ShardCopies(files, skips, counts, timeout, fallback=fallback)
+        without = "are read one record per request"
+        copies = opening.copies(files, opener=open_reader, without=without)
+        if copies is not None:
+            records = ShardCopies(copies, skips, counts)
+        else:
+            records = BucketRecords(records, store, files, counts, timeout_s())
     features = info.features
     return SplitSource(
         records=records,

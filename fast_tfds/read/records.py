@@ -2,7 +2,7 @@
 record counts checked so that a damaged shard is named, never silently short.
 
 Shards in a bucket (gs://) are read from whole-object local copies where gcsfs is
-installed (`shard_copies`, the loader's machinery in `fast_tfds.cache.shard_copies`): an
+installed (`shard_copies`, the loader's machinery in `fast_tfds.cache.remote.copies`): an
 epoch asks for every shard's copy as it starts, in the order it opens them, and opening
 a shard waits for its copy. TensorFlow's own GCS client, which reads them otherwise,
 costs more CPU per shard (TLS, a 64 MB buffer per file opened: docs/buckets.md).
@@ -10,7 +10,6 @@ costs more CPU per shard (TLS, a 64 MB buffer per file opened: docs/buckets.md).
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 
@@ -18,12 +17,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache import opening_copies, remote_files
-from fast_tfds.cache.shard_copies import BucketReadError, ObjectCopies, read_timeout_s
+from fast_tfds.cache.remote import opening
+from fast_tfds.cache.remote.copies import ObjectCopies
+from fast_tfds.cache.remote.object_stores import BucketReadError
 from fast_tfds.core import splits
 
 AUTOTUNE = tf.data.AUTOTUNE
-log = logging.getLogger("fast_tfds")
 
 
 def file_instructions(builder, split: str) -> list[tfds.core.utils.shard_utils.FileInstruction]:
@@ -153,30 +152,14 @@ def read_records(
     return keep_copies(indexed.map(lambda _index, record: record), copies)
 
 
-_told_without_gcsfs = False
-
-
 def shard_copies(instructions) -> ObjectCopies | None:
     """Local copies of the shards, where they are objects in a bucket (gs://) and gcsfs
     is installed; else None: TensorFlow's GCS client reads them (without gcsfs, said
     once per process in the log). The copies stay until the object is collected (the
     dataset that reads them) or the process ends, so that every epoch that reads the
     shards reads local files; they need the shards' size free under TMPDIR."""
-    global _told_without_gcsfs
     files = [os.fspath(fi.filename) for fi in instructions]
-    if not files or not files[0].startswith(remote_files.SCHEME):
-        return None
-    if not remote_files.has_gcsfs():
-        if not _told_without_gcsfs:
-            _told_without_gcsfs = True
-            log.warning(
-                "fast_tfds: the shards in %s are read through TensorFlow's GCS client: "
-                "copying whole shard objects, with less CPU, needs gcsfs (%s)",
-                os.path.dirname(files[0]),
-                remote_files.INSTALL,
-            )
-        return None
-    return opening_copies.copies(files, read_timeout_s())
+    return opening.copies(files, without="are read through TensorFlow's GCS client (more CPU)")
 
 
 # The numpy functions below hold their copies by a weak reference: TensorFlow keeps

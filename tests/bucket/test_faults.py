@@ -208,8 +208,11 @@ def test_an_emulator_host_without_array_records_endpoint_is_one_line(own_bucket)
     assert not [r for r in own_bucket.proxy.requests if r.object and ".array_record-" in r.object]
 
 
-def test_a_bad_read_timeout_is_one_line(own_bucket):
-    child = start(own_bucket, "loader", FAST_TFDS_BUCKET_READ_TIMEOUT_S="soon")
+@pytest.mark.parametrize("kind", ["dataset", "loader"])
+def test_a_bad_read_timeout_is_the_same_one_line_in_both_readers(own_bucket, kind):
+    """The one read timeout (`object_stores.timeout_s`): both readers of a bucket's
+    shards say the same line for a bad value."""
+    child = start(own_bucket, kind, FAST_TFDS_BUCKET_READ_TIMEOUT_S="soon")
     child.stdin.close()
     _, error = reads.ended(child, BOUND_S)
     assert error_message(error) == (
@@ -270,7 +273,7 @@ def test_a_listing_with_no_answer_in_time_caches_in_memory_with_one_line(
 
 # An opening that fails: a build not in the bucket (at once, as before), or a read whose
 # options are refused once the builder is loaded, when its shards' copies have started
-# (`opening_copies`). Then the child waits, bounded, for the copying threads to end and
+# (`cache.remote.opening`). Then the child waits, bounded, for the copying threads to end and
 # the copies' folder to go, and says what is left: nothing may go on copying for an
 # opening that failed.
 OPENING_FAILS = """

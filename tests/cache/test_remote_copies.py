@@ -1,6 +1,6 @@
-"""`ObjectCopies` with a stand-in for gcsfs: the order and number of copies at a time,
-the bounded wait, the one-line errors, the folder's life. (The copies from an emulated
-bucket, through both readers, are tests/bucket's.)"""
+"""`ObjectCopies` (`fast_tfds.cache.remote.copies`) with a stand-in for gcsfs: the order
+and number of copies at a time, the bounded wait, the one-line errors, the folder's life.
+(The copies from an emulated bucket, through both readers, are tests/bucket's.)"""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from fast_tfds.cache import remote_files, shard_copies
-from fast_tfds.cache.shard_copies import BucketReadError, ObjectCopies
+from fast_tfds.cache.remote import copies as remote_copies
+from fast_tfds.cache.remote.copies import ObjectCopies
+from fast_tfds.cache.remote.object_stores import GCS, BucketReadError
 
 # Every wait here is bounded; generous, for a busy machine.
 WAIT_S = 60
@@ -67,7 +68,7 @@ class FakeBucket:
 @pytest.fixture
 def bucket(monkeypatch, tmp_path):
     fake = FakeBucket()
-    monkeypatch.setattr(remote_files, "filesystem", lambda: fake)
+    monkeypatch.setattr(GCS, "client", lambda self: fake)
     monkeypatch.setenv("TMPDIR", os.fspath(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR is read again
     return fake
@@ -78,7 +79,7 @@ def name(k: int) -> str:
 
 
 def test_copies_run_in_the_order_asked_for(bucket, monkeypatch):
-    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 1)
+    monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 1)
     copies = ObjectCopies(FILES, timeout_s=WAIT_S)
     order = [3, 1, 4, 0, 5, 2]
     for k in order:
@@ -93,7 +94,7 @@ def test_copies_run_in_the_order_asked_for(bucket, monkeypatch):
 
 
 def test_at_most_parallel_copies_run_at_a_time(bucket, monkeypatch):
-    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 2)
+    monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 2)
     bucket.released = False
     copies = ObjectCopies(FILES, timeout_s=WAIT_S)
     for k in range(len(FILES)):
@@ -157,7 +158,7 @@ def test_the_folder_goes_with_the_copies(bucket):
 def test_copies_asked_for_ahead_wait_for_those_a_reader_asks_for(bucket, monkeypatch):
     """Copies asked for ahead (as a dataset is opened) run after every copy a reader asked
     for, and one a reader asks for moves to the reader's turn: the reader's order first."""
-    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 1)
+    monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 1)
     bucket.released = False
     copies = ObjectCopies(FILES, timeout_s=WAIT_S)
     for k in range(4):
@@ -179,7 +180,7 @@ def test_closed_copies_stop_and_their_folder_goes(bucket, monkeypatch):
     """`close` (an opening that failed, copies no reader took): the queued copies never
     start, a wait for one is the one line of a failed read, and the folder goes, the
     copies in flight's files included."""
-    monkeypatch.setattr(shard_copies, "PARALLEL_COPIES", 2)
+    monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 2)
     bucket.released = False
     copies = ObjectCopies(FILES, timeout_s=WAIT_S)
     for k in range(len(FILES)):

@@ -1,6 +1,7 @@
-"""`opening_copies` with a stand-in for gcsfs: which objects of a listing are a split's
-shards, the copies started ahead and taken by the reader of exactly those files, and
-dropped otherwise. (Both readers' openings from an emulated bucket are tests/bucket's.)"""
+"""`fast_tfds.cache.remote.opening` with a stand-in for gcsfs: which objects of a listing
+are a split's shards, the copies started ahead and taken by the reader of exactly those
+files, and dropped otherwise. (Both readers' openings from an emulated bucket are
+tests/bucket's.)"""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import time
 
 import pytest
 
-from fast_tfds.cache import opening_copies, remote_files
-from fast_tfds.cache.opening_copies import shard_objects
-from tests.cache.test_shard_copies import WAIT_S, FakeBucket
+from fast_tfds.cache.remote import opening
+from fast_tfds.cache.remote.object_stores import GCS
+from fast_tfds.cache.remote.opening import shard_objects
+from tests.cache.test_remote_copies import WAIT_S, FakeBucket
 
 FOLDER = "gs://bucket/data/ds/224/1.0.0"
 SHARDS = [f"ds-train.tfrecord-{k:05d}-of-00004" for k in range(4)]
@@ -20,7 +22,7 @@ FILES = tuple(f"{FOLDER}/{n}" for n in SHARDS)
 
 
 class ListedBucket(FakeBucket):
-    """FakeBucket with a listing of FOLDER (gcsfs's `ls`, names only)."""
+    """FakeBucket with a listing of FOLDER (gcsfs's detailed `ls`)."""
 
     def __init__(self, names):
         super().__init__()
@@ -28,9 +30,9 @@ class ListedBucket(FakeBucket):
         self.listings = 0
 
     def ls(self, path, detail=False, refresh=False):
-        assert path == FOLDER.removeprefix("gs://") and not detail and refresh
+        assert path == FOLDER.removeprefix("gs://") and detail and refresh
         self.listings += 1
-        return [f"{path}/{n}" for n in self.names]
+        return [{"name": f"{path}/{n}", "type": "file"} for n in self.names]
 
     def invalidate_cache(self, path=None):
         pass
@@ -39,7 +41,7 @@ class ListedBucket(FakeBucket):
 @pytest.fixture
 def bucket(monkeypatch, tmp_path):
     fake = ListedBucket([*reversed(SHARDS), *OTHERS])
-    monkeypatch.setattr(remote_files, "filesystem", lambda: fake)
+    monkeypatch.setattr(GCS, "client", lambda self: fake)
     monkeypatch.setenv("TMPDIR", os.fspath(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR is read again
     return fake
@@ -64,23 +66,23 @@ def test_a_splits_shards_are_the_whole_set_in_shard_order():
 
 
 def test_the_reader_of_exactly_the_split_takes_the_copies_started_ahead(bucket):
-    with opening_copies.opening(FOLDER, "ds", "train", "tfrecord"):
-        assert opening_copies.take(FILES[:3]) is None  # other files: not these copies
-        copies = opening_copies.take(FILES)
+    with opening.opening(FOLDER, "ds", "train", "tfrecord"):
+        assert opening.take(FILES[:3]) is None  # other files: not these copies
+        copies = opening.take(FILES)
         assert copies is not None and copies.files == FILES
         assert os.path.isdir(copies.folder)  # started while the builder loaded
-        assert opening_copies.take(FILES) is None  # taken once
+        assert opening.take(FILES) is None  # taken once
     for k, name in enumerate(FILES):  # still the reader's after the opening
         assert open(copies.wait(k), "rb").read() == name.removeprefix("gs://").encode()
     assert sorted(bucket.started) == sorted(n.removeprefix("gs://") for n in FILES)
     assert bucket.listings == 1
-    assert opening_copies.take(FILES) is None  # outside an opening
+    assert opening.take(FILES) is None  # outside an opening
 
 
 def test_copies_no_reader_took_are_dropped_with_the_opening(bucket):
     bucket.released = False
-    with opening_copies.opening(FOLDER, "ds", "train", "tfrecord"):
-        assert opening_copies.take(FILES[1:]) is None  # listed by now: the copies are there
+    with opening.opening(FOLDER, "ds", "train", "tfrecord"):
+        assert opening.take(FILES[1:]) is None  # listed by now: the copies are there
         (folder,) = os.listdir(os.environ["TMPDIR"])
     for name in FILES:
         bucket.release(name.removeprefix("gs://"))
@@ -90,8 +92,8 @@ def test_copies_no_reader_took_are_dropped_with_the_opening(bucket):
 def test_an_opening_that_fails_drops_the_copies_its_reader_took(bucket):
     bucket.released = False
     with pytest.raises(ValueError, match="batch_size"):
-        with opening_copies.opening(FOLDER, "ds", "train", "tfrecord"):
-            copies = opening_copies.take(FILES)
+        with opening.opening(FOLDER, "ds", "train", "tfrecord"):
+            copies = opening.take(FILES)
             raise ValueError("batch_size=0: ...")  # what a reader's check raises
     for name in FILES:
         bucket.release(name.removeprefix("gs://"))
@@ -108,6 +110,6 @@ def test_an_opening_that_fails_drops_the_copies_its_reader_took(bucket):
     ],
 )
 def test_nothing_is_listed_for_a_slice_or_a_local_build(bucket, folder, split):
-    with opening_copies.opening(folder, "ds", split, "tfrecord"):
-        assert opening_copies.take(FILES) is None
+    with opening.opening(folder, "ds", split, "tfrecord"):
+        assert opening.take(FILES) is None
     assert bucket.listings == 0 and not bucket.started

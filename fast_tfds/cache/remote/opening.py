@@ -1,13 +1,14 @@
-"""Shard copies started as a dataset in a bucket is opened, while its builder loads.
+"""The copies a reader reads (`copies`), and those started as a dataset in a bucket is
+opened, while its builder loads (`opening`).
 
-Opening a build in a bucket (gs://) first loads its builder: TFDS reads the metadata
-through etils, whose first access to a bucket checks whether it is a zonal one (an import
-and a call of Google's storage control client, once per bucket and process), then reads
-dataset_info.json and lists the folder, a request at a time. Only then does the reader know
-the split's shard files and ask for their copies (`shard_copies`), which the first batch
-waits for. Yet the shards' names are in the version folder's listing: within `opening`, a
-background thread lists the folder (gcsfs, one request) and asks for the copies of the
-split's shard objects ahead (`ObjectCopies.start(k, ahead=True)`) while the builder loads.
+Opening a build in a bucket first loads its builder: TFDS reads the metadata through
+etils, whose first access to a bucket checks whether it is a zonal one (an import and a
+call of Google's storage control client, once per bucket and process), then reads
+dataset_info.json and lists the folder, a request at a time. Only then does the reader
+know the split's shard files and ask for their copies, which the first batch waits for.
+Yet the shards' names are in the version folder's listing: within `opening`, a
+background thread lists the folder (one request) and asks for the copies of the split's
+shard objects ahead (`ObjectCopies.start(k, ahead=True)`) while the builder loads.
 
 A reader that then reads exactly those objects, in that order (the split's file
 instructions), takes the copies (`take`): its own order goes first for the copies not yet
@@ -28,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fast_tfds.cache import remote_files
-from fast_tfds.cache.shard_copies import ObjectCopies, read_timeout_s
+from fast_tfds.cache.remote.copies import ObjectCopies
+from fast_tfds.cache.remote.object_stores import ObjectStore, store_of, timeout_s
 
 log = logging.getLogger("fast_tfds")
 
@@ -42,6 +44,8 @@ log = logging.getLogger("fast_tfds")
 _OPENING: contextvars.ContextVar[_Opening | None] = contextvars.ContextVar(
     "fast_tfds_opening_copies", default=None
 )
+# What `copies` has told this process it cannot copy (once per reader's way round it).
+_TOLD: set[str] = set()
 
 
 def shard_objects(names, dataset: str, split: str, file_format: str) -> list[str]:
@@ -63,15 +67,17 @@ class _Opening:
 
     def __init__(
         self,
+        store: ObjectStore,
         folder: str,
         dataset: str,
         split: str,
         file_format: str,
-        timeout_s: float,
+        timeout: float,
         opener: Callable[[str], Any] | None,
     ):
+        self.store = store
         self.folder = folder.rstrip("/")
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout
         self.copies: ObjectCopies | None = None
         self.taken: ObjectCopies | None = None
         self.closed = False
@@ -101,14 +107,8 @@ class _Opening:
             self.listed.set()
 
     def _list(self, dataset, split, file_format) -> list[str]:
-        fs = remote_files.filesystem()  # imports gcsfs here, not in the opening call
-        path = self.folder.removeprefix(remote_files.SCHEME)
-        try:
-            listed = fs.ls(path, detail=False, refresh=True)
-        finally:
-            # gcsfs keeps listings for later calls: a later one must see the bucket anew.
-            fs.invalidate_cache(path)
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in listed]
+        # Imports the client here, not in the opening call.
+        names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self.store.listing(self.folder)]
         return [f"{self.folder}/{n}" for n in shard_objects(names, dataset, split, file_format)]
 
     def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
@@ -145,22 +145,17 @@ def opening(
     opener: Callable[[str], Any] | None = None,
 ) -> Iterator[None]:
     """Within: the shard objects of `split` (a split's name) in version folder `folder`
-    (gs://) are listed and copied ahead, for the reader that `take`s them; on exit, the
-    copies no reader took are dropped, and where the opening raised, the taken ones too.
-    Nothing is started where `folder` is not in a bucket, `split` is not a plain split
-    name, or gcsfs is not installed."""
+    (in an object store) are listed and copied ahead, for the reader that `take`s them;
+    on exit, the copies no reader took are dropped, and where the opening raised, the
+    taken ones too. Nothing is started where `folder` is not in a store, `split` is not
+    a plain split name, or the store's client is not installed (the reader then reads
+    without copies); a bad read timeout is the one-line ValueError of `timeout_s`."""
     plain = isinstance(split, str) and re.fullmatch(r"\w+", split)
-    if folder is None or not plain or not str(folder).startswith(remote_files.SCHEME):
+    store = store_of(str(folder)) if folder is not None and plain else None
+    if store is None or not store.installed():
         yield
         return
-    try:
-        timeout_s = read_timeout_s()
-    except ValueError:  # the reader says so, in its own words
-        timeout_s = None
-    if timeout_s is None or not remote_files.has_gcsfs():
-        yield
-        return
-    started = _Opening(str(folder), dataset, str(split), file_format, timeout_s, opener)
+    started = _Opening(store, str(folder), dataset, str(split), file_format, timeout_s(), opener)
     token = _OPENING.set(started)
     failed = True
     try:
@@ -172,14 +167,34 @@ def opening(
 
 
 def take(files) -> ObjectCopies | None:
-    """The copies started ahead for exactly `files` (gs:// urls, in order) by the opening
-    under way in this thread, now the caller's to keep (and close with its reader);
-    None where there are none."""
+    """The copies started ahead for exactly `files` (urls, in order) by the opening under
+    way in this thread, now the caller's to keep (and close with its reader); None where
+    there are none."""
     started = _OPENING.get()
     return None if started is None else started.take(tuple(files))
 
 
-def copies(files, timeout_s: float, opener: Callable[[str], Any] | None = None) -> ObjectCopies:
+def copies(
+    files, *, without: str, opener: Callable[[str], Any] | None = None
+) -> ObjectCopies | None:
     """The copies of `files` a reader reads: those the opening under way started ahead for
-    exactly these files (`take`), else new ones."""
-    return take(files) or ObjectCopies(files, timeout_s, opener=opener)
+    exactly these files (`take`), else new ones. None where `files` are not objects in a
+    store, or where its client is not installed: the reader then reads the shards as
+    `without` says ("are read one record per request"), which the log says once per
+    process, with what to install."""
+    files = tuple(files)
+    store = store_of(files[0]) if files else None
+    if store is None:
+        return None
+    if not store.installed():
+        if without not in _TOLD:
+            _TOLD.add(without)
+            log.warning(
+                "fast_tfds: the shards in %s %s: copying whole shard objects needs %s (%s)",
+                os.path.dirname(files[0]),
+                without,
+                store.package,
+                store.install,
+            )
+        return None
+    return take(files) or ObjectCopies(files, timeout_s(), opener=opener)

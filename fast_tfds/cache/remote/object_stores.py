@@ -1,0 +1,238 @@
+"""The one seam between the readers and an object store (`gs://` today): which store holds
+a url, its fsspec client, its listing and what identifies an object's content in it, how
+long a read from it may wait, and the one-line errors of a read that fails.
+
+`ObjectStore` is what a store must say; `GCS` (gcsfs, the `[gcs]` extra) is the first
+one. Another store (S3 through s3fs, Azure through adlfs) is one more subclass in
+`STORES`: the copies, the openings and the persistent cache's keys are written against
+`ObjectStore` alone.
+
+The client is found through fsspec's registry of protocols (fsspec comes with TFDS), so
+that a process without it is told what to install, not given an ImportError; whether it
+is installed is asked without importing it (`installed`): gcsfs's import, aiohttp's
+included, is a few tenths of a second, and a reader that opens a dataset asks this.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.util
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+# How long a read from a bucket (a copy, a record, a listing) may wait without progress
+# before it gives up: gcsfs and array_record's client retry for minutes, so without this
+# bound a bucket that went away would look like a hang. A healthy bucket answers in well
+# under a second.
+TIMEOUT_ENV = "FAST_TFDS_BUCKET_READ_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 120.0
+
+T = TypeVar("T")
+
+
+class BucketReadError(RuntimeError):
+    """A shard in an object store could not be read (one line: the object, what the
+    store said, and what to do)."""
+
+
+class NotKeyed(Exception):
+    """Why the objects' metadata could not be had (one line, for the log)."""
+
+
+class NoAnswer(TimeoutError):
+    """A call into a store's client gave no answer within its bounded time (`within`)."""
+
+
+def timeout_s() -> float:
+    """FAST_TFDS_BUCKET_READ_TIMEOUT_S, else 120 s; a one-line ValueError for a bad value
+    (every reader of a bucket, and every listing, asks this one)."""
+    value = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        seconds = float(value) if value else DEFAULT_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{TIMEOUT_ENV}={value!r}: must be a positive number of seconds")
+    return seconds
+
+
+def said_of(error: BaseException) -> str:
+    """An error as a few words on one line (what a one-line message quotes)."""
+    return " ".join(f"{type(error).__name__}: {error}".split())[:500]
+
+
+def within(call: Callable[[], T], timeout: float, name: str) -> T:
+    """`call()`'s result or its error, in a daemon thread (`name`) waited for at most
+    `timeout` seconds, else `NoAnswer`. A client's retries (and making the client:
+    finding credentials) can each take minutes where the bucket does not answer; the
+    stuck thread is left to end on its own, and as a daemon does not hold up the exit
+    (a ThreadPoolExecutor's threads would: they are joined at exit). A thread costs tens
+    of microseconds; a request to a bucket, milliseconds."""
+    box: dict = {}
+    done = threading.Event()
+
+    def run():
+        try:
+            box["result"] = call()
+        except BaseException as error:  # noqa: BLE001  (re-raised in the caller)
+            box["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True, name=name).start()
+    if not done.wait(timeout):
+        raise NoAnswer(f"no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+class ObjectStore(abc.ABC):
+    """An object store the readers read builds from, over its fsspec client.
+
+    Each store says what its urls' scheme is (`scheme`, also fsspec's protocol for its
+    client), which package gives the client and how to install it (`package`,
+    `install`), what identifies an object's content (`fingerprint`), how a user checks
+    that an object can be read (`check_command`) and how one object is copied whole
+    (`get_file`). The rest is the same for every store.
+    """
+
+    scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
+    package: ClassVar[str]  # the module of the fsspec client: 'gcsfs'
+    install: ClassVar[str]  # what a message tells a user to run: 'pip install gcsfs'
+
+    @abc.abstractmethod
+    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
+        """[url, size, ...what identifies the content] of the object `url`, from its
+        entry in a detailed listing: what a persistent cache's key holds of it, which
+        changes whenever the object is rewritten. `NotKeyed` where the store gave too
+        little."""
+
+    @abc.abstractmethod
+    def check_command(self, url: str) -> str:
+        """A command that shows whether `url` can be read from here (errors quote it)."""
+
+    @abc.abstractmethod
+    def get_file(self, key: str, local: str, callback: Any) -> None:
+        """Object `key` (its url without the scheme) copied whole to the local file
+        `local`, in one streamed request; fsspec's `callback` is told of each piece."""
+
+    def client(self) -> Any:
+        """The fsspec client (fsspec's shared instance in this process); ImportError where
+        its package is not installed."""
+        import fsspec
+
+        return fsspec.filesystem(self.scheme)
+
+    def installed(self) -> bool:
+        """Whether the client's package can be imported, without importing it."""
+        try:
+            return importlib.util.find_spec(self.package) is not None
+        except (ImportError, ValueError):
+            return False
+
+    def key(self, url: str) -> str:
+        return url.removeprefix(f"{self.scheme}://")
+
+    def url(self, key: str) -> str:
+        return f"{self.scheme}://{key}"
+
+    def listing(self, folder: str) -> list[dict[str, Any]]:
+        """The client's detailed listing of `folder` (a url), asked of the store anew: a
+        listing must see a rewrite made since the process last looked, and the client
+        keeps none of it for later calls (TFDS's, through the same client, included)."""
+        client, key = self.client(), self.key(folder.rstrip("/"))
+        try:
+            return client.ls(key, detail=True, refresh=True)
+        finally:
+            client.invalidate_cache(key)
+
+    def gave_nothing(self, url: str, timeout: float) -> BucketReadError:
+        return BucketReadError(
+            f"{url}: the bucket gave no records within {timeout:g} s (it is unreachable or "
+            f"too slow); check that it can be read from here (`{self.check_command(url)}`), "
+            f"or allow a slow bucket more time with {TIMEOUT_ENV}=SECONDS"
+        )
+
+    def read_failed(self, url: str, said: str) -> BucketReadError:
+        return BucketReadError(
+            f"{url}: reading it from the bucket failed ({said}); check that the object "
+            f"exists and can be read from here (`{self.check_command(url)}`); a build "
+            "copied in part needs copying again, whole"
+        )
+
+    def no_room(self, url: str, folder: str) -> BucketReadError:
+        return BucketReadError(
+            f"{url}: no room for its local copy in {folder} (the disk is full); the copies "
+            "of a split's shards take the shards' size there: free that much, or set TMPDIR "
+            "to a folder on a larger disk"
+        )
+
+
+class GCS(ObjectStore):
+    """Google Cloud Storage through gcsfs. An object's generation changes whenever it is
+    rewritten (and its new bytes get a new CRC32C), so a key made of them changes
+    whenever a shard does, as a local file's size and modification time do."""
+
+    scheme = "gs"
+    package = "gcsfs"
+    install = "pip install gcsfs"
+
+    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
+        generation, size = entry.get("generation"), entry.get("size")
+        if generation in (None, "") or size is None:
+            raise NotKeyed(f"the bucket gave no generation or size for {url}")
+        return [url, int(size), str(generation), entry.get("crc32c")]
+
+    def check_command(self, url: str) -> str:
+        return f"gcloud storage ls -l {url}"
+
+    def get_file(self, key: str, local: str, callback: Any) -> None:
+        # One streamed GET, with no metadata request.
+        self.client().get_file(key, local, callback=callback, concurrency=1)
+
+
+STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS(),)}
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def store_of(url: str) -> ObjectStore | None:
+    """The store that holds `url`; None for a local path or a scheme no store here reads."""
+    scheme, found, _ = url.partition("://")
+    return STORES.get(scheme) if found else None
+
+
+def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
+    """The fingerprints (`ObjectStore.fingerprint`) of the objects in `folder` whose name
+    `keep(name)` accepts, sorted by url, from one listing, never the objects' bytes;
+    `NotKeyed` where that cannot be had (no client, another scheme, an error, no answer
+    within the read timeout): the caller then caches in memory, as for any key it
+    cannot make."""
+    store = store_of(folder)
+    if store is None:
+        scheme = folder.split("://", 1)[0]
+        known = ", ".join(f"{s}://" for s in STORES)
+        raise NotKeyed(f"{scheme}:// objects have no metadata a key can use, only {known} ones")
+    if not store.installed():
+        raise NotKeyed(f"reading the objects' metadata needs {store.package} ({store.install})")
+    folder = folder.rstrip("/")
+    timeout = timeout_s()
+    try:
+        listed = within(lambda: store.listing(folder), timeout, "fast_tfds-bucket-listing")
+    except NoAnswer:
+        raise NotKeyed(f"listing {folder} gave no answer within {timeout:g} s") from None
+    except Exception as error:  # noqa: BLE001  (one line for the log)
+        raise NotKeyed(f"listing {folder} failed ({said_of(error)})") from None
+    found = []
+    for entry in listed:
+        if entry.get("type") != "file":
+            continue
+        url = store.url(entry["name"])
+        if keep(url.rsplit("/", 1)[-1]):
+            found.append(store.fingerprint(url, entry))
+    return sorted(found)
