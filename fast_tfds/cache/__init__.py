@@ -16,16 +16,17 @@
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
   plain or augmented, of both back ends; `persistent` opens, fills and checks such a
   file (`persistent_format`), which later and concurrent processes map and serve from
-  their first epoch; `persistent_listing` finds and removes such files; `remote_files`
-  fingerprints shards in a bucket (gs://) for their keys, from the objects' metadata.
+  their first epoch; `persistent_listing` finds and removes such files.
+- `fingerprint`: what identifies a build's shard files in every cache's key or name, and
+  whether they changed since (a stale cache); `remote_files` gives it the fingerprints of
+  shards in a bucket (gs://), from the objects' metadata.
 - `shard_copies`: shards in a bucket (gs://) copied whole to local files (gcsfs), a few at a
   time with a bounded wait, which both readers read their records from; `opening_copies`
   starts them as a dataset is opened, while its builder loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).
-- `housekeeping`: what `fast-tfds cache list|clean` shows and removes; `shard_stats`
-  tells whether a cache's dataset changed since it was made (a stale cache).
+- `housekeeping`: what `fast-tfds cache list|clean` shows and removes.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);
 everything else here is TensorFlow-free, so the Grain loader can use it.

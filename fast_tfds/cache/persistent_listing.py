@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, shard_stats
+from fast_tfds.cache import disk_rows, fingerprint
 from fast_tfds.cache.persistent_format import BadFile, read_header
 
 SUFFIX = ".arena"
@@ -92,7 +92,7 @@ def _describe(path: Path) -> PersistentFile | None:
         dataset=key.get("dataset"),
         split=key.get("split"),
         problem=problem,
-        stale=bool(key.get("shards")) and shard_stats.changed(key["shards"]),
+        stale=bool(key.get("shards")) and fingerprint.changed(key["shards"]),
         kind=key.get("kind"),
     )
 

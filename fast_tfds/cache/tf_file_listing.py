@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows: no flock; no way to tell a cache in use.
     fcntl = None
 
-from fast_tfds.cache import disk_rows, shard_stats
+from fast_tfds.cache import disk_rows, fingerprint, remote_files
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -61,14 +61,12 @@ class CacheFiles:
 
 
 def lock_content(dataset: str, split: str, shard_files: Iterable[str]) -> bytes:
-    """What a cache's owner writes into its lock file: who, and what the cache is made from."""
-    shards = []
-    for filename in shard_files:
-        try:
-            stat = os.stat(filename)
-            shards.append([filename, stat.st_size, stat.st_mtime_ns])
-        except OSError:  # Remote (gs://) or missing: not checked for staleness.
-            continue
+    """What a cache's owner writes into its lock file: who, and what the cache is made from
+    (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
+    are not listed for it)."""
+    local = [name for name in shard_files if not remote_files.is_remote(name)]
+    found = fingerprint.of(local)
+    shards = [found[name] for name in local if name in found]
     record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
     return json.dumps(record).encode()
 
@@ -137,7 +135,7 @@ def _describe(prefix: str, files: list[str]) -> CacheFiles:
 def _stale(record: dict) -> bool | None:
     """Whether a shard the cache was made from changed or is gone since it was written."""
     shards = record.get("shards")
-    return shard_stats.changed(shards) if shards else None
+    return fingerprint.changed(shards) if shards else None
 
 
 # -- removing ----------------------------------------------------------------------

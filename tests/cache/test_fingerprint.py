@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persisted, persistent, tf_file_listing
+from fast_tfds.cache import fingerprint, persisted, persistent, tf_file_listing
 from fast_tfds.core import jpeg_blocks
 
 DATA = Path(__file__).parent / "data"
@@ -220,3 +220,23 @@ PINNED_ROWS = (np.array([20, 24, 18]), np.array([18, 30, 22]), np.array([7, 8, 9
 def pinned_pictures(shapes) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     return [rng.integers(0, 256, shape, dtype=np.uint8) for shape in shapes]
+
+
+# -- the fingerprint itself ------------------------------------------------------------
+
+
+def test_a_missing_file_has_no_fingerprint_and_a_changed_one_is_told(build):
+    paths = [f"build/{name}" for name in TRAIN[:2]] + ["build/gone"]
+    found = fingerprint.of(paths)
+    assert found == {path: [path, 10 + i, MTIME_NS] for i, path in enumerate(paths[:2])}
+    recorded = [*found.values(), [f"{BUCKET_FOLDER}/x", 1, "1", "A=="]]  # never looked at
+    assert not fingerprint.changed(recorded)
+    write(Path(paths[0]), b"x" * 11)  # another size
+    assert fingerprint.changed(recorded)
+    write(Path(paths[0]), b"x" * 10)
+    os.utime(paths[1], ns=(MTIME_NS, MTIME_NS + 1))  # another time
+    assert fingerprint.changed(recorded)
+    os.utime(paths[1], ns=(MTIME_NS, MTIME_NS))
+    assert not fingerprint.changed(recorded)
+    os.remove(paths[1])  # gone
+    assert fingerprint.changed(recorded)
