@@ -26,7 +26,9 @@
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).
-- `housekeeping`: what `fast-tfds cache list|clean` shows and removes.
+- `housekeeping`: what `fast-tfds cache list|clean` shows and removes: one entry type that
+  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_listing`),
+  found by one `find`, removed by one rule.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);
 everything else here is TensorFlow-free, so the Grain loader can use it.

@@ -53,7 +53,7 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import arena as arenas
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, housekeeping
 from fast_tfds.cache.persistent_format import (
     BadFile,
     Layout,
@@ -61,12 +61,7 @@ from fast_tfds.cache.persistent_format import (
     column_checksum,
     read_header,
 )
-from fast_tfds.cache.persistent_listing import (
-    SUFFIX,
-    TEMP_MARK,
-    lock_path,
-    remove_leftovers,
-)
+from fast_tfds.cache.persistent_listing import PERSISTENT, SUFFIX, TEMP_MARK, lock_path
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -169,7 +164,7 @@ def _open_or_fill(
         )
         return Opened(path)
     try:
-        remove_leftovers(folder)
+        housekeeping.remove_leftovers(folder, PERSISTENT)
         # Another process may have finished it while this one waited for the lock.
         rows, bad, _ = _open_checked(path, key, False)
         if rows is not None:
