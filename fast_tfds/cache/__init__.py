@@ -17,16 +17,19 @@
   plain or augmented, of both back ends; `persistent` opens, fills and checks such a
   file (`persistent_format`), which later and concurrent processes map and serve from
   their first epoch; `persistent_listing` finds and removes such files.
+- `fingerprint`: what identifies a build's shard files in every cache's key or name, and
+  whether they changed since (a stale cache); `remote.object_stores` gives it the
+  fingerprints of shards in a bucket, from the objects' metadata.
 - `remote`: builds in an object store (gs://, through one seam, `remote.object_stores`):
-  the fingerprints of a bucket's shards for a persistent cache's key, from the objects'
-  metadata; the shards copied whole to local files, a few at a time with a bounded
-  wait, which both readers read their records from, started as a dataset is opened,
-  while its builder loads.
+  the shards copied whole to local files, a few at a time with a bounded wait, which both
+  readers read their records from, started as a dataset is opened, while its builder
+  loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
   (`tf_file_key`), and its files found and removed (`tf_file_listing`).
-- `housekeeping`: what `fast-tfds cache list|clean` shows and removes; `shard_stats`
-  tells whether a cache's dataset changed since it was made (a stale cache).
+- `housekeeping`: what `fast-tfds cache list|clean` shows and removes: one entry type that
+  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_listing`),
+  found by one `find`, removed by one rule.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);
 everything else here is TensorFlow-free, so the Grain loader can use it.

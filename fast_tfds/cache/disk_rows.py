@@ -8,12 +8,13 @@ A file holds the rows of one process's cache and is never reused by another run,
 so a fill that was killed half-way is never trusted. Its owner holds an exclusive
 `flock` on it while it lives; a file whose lock is free belongs to a process that
 is gone, and the next cache made in the folder (or `fast-tfds cache clean`) removes it.
+Each file is one `housekeeping.Entry` of the kind `ROWS`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
+import functools
 import mmap
 import os
 import shutil
@@ -23,8 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from fast_tfds.cache import housekeeping
+
 PREFIX = "arena-"
 SUFFIX = ".rows"
+# What such a file holds, in the column where `fast-tfds cache list` names a dataset.
+WHAT = "rows of a memory cache (cache=True)"
 CACHE_DIR_ENV = "FAST_TFDS_CACHE_DIR"
 
 
@@ -40,19 +45,10 @@ class NotEnoughRoom(ValueError):
     """Neither memory nor the cache folder can hold the cache; the message says what to do."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ArenaFile:
-    """A cache file in a folder: whose it is and whether its owner still runs."""
-
-    path: Path
-    size: int
-    in_use: bool
-
-
 def check_room(folder: Path, need: int) -> None:
     """Raises NotEnoughRoom unless `folder` (made if missing) has `need` bytes free."""
     folder.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(folder)
+    housekeeping.remove_leftovers(folder, ROWS)
     free = shutil.disk_usage(folder).free
     if free < need:
         raise NotEnoughRoom(f"the cache needs {_gib(need)} and {folder} has {_gib(free)} free")
@@ -135,26 +131,35 @@ def _region(array: np.ndarray) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
-def find(folder: Path) -> list[ArenaFile]:
-    """The cache files in `folder`, and whether a running process holds each."""
-    files = []
-    for path in sorted(Path(folder).glob(f"{PREFIX}*{SUFFIX}")):
+def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
+    """The cache files among `names`, and whether a running process holds each."""
+    found = []
+    for name in names:
+        if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
+            continue
+        path = Path(folder) / name
         try:
-            size = path.stat().st_size
+            stat = path.stat()
         except FileNotFoundError:
             continue
-        files.append(ArenaFile(path, size, is_locked(path)))
-    return files
+        held = housekeeping.RUNNING if is_locked(path) else None
+        found.append(
+            housekeeping.Entry(
+                where=str(path),
+                what=WHAT,
+                size=stat.st_size,
+                last_used=stat.st_mtime,
+                state=f"in use by {held}" if held else housekeeping.LEFT,
+                holder=held,
+                # Never reused by another run: only its owner can read it.
+                spent=None if held else housekeeping.LEFT,
+                remove=functools.partial(path.unlink, missing_ok=True),
+            )
+        )
+    return found
 
 
-def remove_leftovers(folder: Path) -> list[Path]:
-    """Removes the files of processes that are gone; returns their paths."""
-    removed = []
-    for arena in find(folder):
-        if not arena.in_use:
-            arena.path.unlink(missing_ok=True)
-            removed.append(arena.path)
-    return removed
+ROWS = housekeeping.Kind("memory-cache file", _entries)
 
 
 def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:

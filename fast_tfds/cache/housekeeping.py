@@ -1,34 +1,93 @@
-"""What `fast-tfds cache list|clean` shows and removes: the state of each cache on disk,
-why one may be removed, and where the memory caches' disk rows are looked for.
+"""Every cache on disk, of every kind, as `fast-tfds cache list|clean` sees it: one entry
+type (`Entry`), one way to find a kind's entries in a folder (`find`), and one rule for
+what `clean` removes (`why_remove`).
 
-Plain files, no TensorFlow: the file caches are found by `tf_file_listing`, the
-memory caches' rows on disk by `disk_rows`, the persistent arenas (`persist=True`) by
-`persistent`. A cache a running process holds is never removable (its OS lock says so).
+Three kinds of caches have files on disk, each described by the module that knows its
+files: the file caches of `cache=PATH` (`tf_file_listing.FILE_CACHES`), the rows of a
+memory cache larger than the memory budget (`disk_rows.ROWS`), and the persistent caches
+of `persist=True` (`persistent_listing.PERSISTENT`). A cache that a running process holds
+is never removed (its OS lock says so). Plain files, no TensorFlow.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 import time
-from pathlib import Path
+from collections.abc import Callable
 
-from fast_tfds.cache import disk_rows
-from fast_tfds.cache.persistent_listing import TEMP_MARK, PersistentFile
-
-ARENA_IN_USE = "in use by a running process"
-ARENA_LEFT = "left by a stopped run"
-# What a memory-cache file holds, in the column where a file cache names its dataset.
-ARENA_WHAT = "rows of a memory cache (cache=True)"
+# Who holds a cache whose lock names no process: a process maps it, or fills it.
+RUNNING = "a running process"
+# Why a cache can never be served again, when a process that is gone left it.
+UNFINISHED = "unfinished"
+LEFT = "left by a stopped run"
 
 
-def describe_state(cache) -> str:
-    if cache.holder:
-        state = "complete, in use" if cache.complete else "being written"
-        return f"{state} by {cache.holder}"
-    if not cache.complete:
-        return "unfinished (left by a stopped run)"
-    if cache.stale:
-        return "complete, stale (its dataset was rebuilt or removed)"
-    return "complete"
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One cache on disk, whatever its kind."""
+
+    where: str  # its path, or a file cache's file prefix
+    what: str  # its dataset and split ('? ?' where not known), or what its rows are
+    size: int  # bytes on disk
+    last_used: float  # time.time() of its last use
+    state: str  # what `list` says of it: complete, in use, being written, stale, ...
+    holder: str | None  # who uses it ('pid 12', RUNNING); None: no running process
+    spent: str | None  # why it can never be served again (UNFINISHED, 'stale', LEFT, ...)
+    # Removes it unless a process took it since it was found: None, or why it was kept.
+    remove: Callable[[], str | None] = dataclasses.field(compare=False, repr=False)
+
+    @property
+    def in_use(self) -> bool:
+        return self.holder is not None
+
+    @property
+    def age_s(self) -> float:
+        return max(0.0, time.time() - self.last_used)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A kind of cache on disk: what one is called (`list` and `clean` count them by it),
+    and which of a folder's files are its caches: `entries(folder, names)`."""
+
+    noun: str
+    entries: Callable[[str, list[str]], list[Entry]]
+
+
+def find(folder: str | os.PathLike, kind: Kind) -> list[Entry]:
+    """The caches of `kind` in `folder`, oldest use first; none where there is no folder."""
+    folder = os.fspath(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(kind.entries(folder, names), key=lambda entry: entry.last_used)
+
+
+def why_remove(entry: Entry, *, older_than_s: float | None, everything: bool) -> str | None:
+    """Why `clean` removes `entry`, or None to keep it: never one in use; always one that
+    can never be served again; another with --all, or --older-than when unused so long."""
+    if entry.in_use:
+        return None
+    if entry.spent is not None:
+        return entry.spent
+    if everything:
+        return "--all"
+    if older_than_s is not None and entry.age_s > older_than_s:
+        return f"not used for {age_text(entry.age_s).removesuffix(' ago')}"
+    return None
+
+
+def remove_leftovers(folder: str | os.PathLike, kind: Kind) -> list[str]:
+    """Removes what processes that are gone left of `kind` in `folder` (a fill stopped
+    half-way, a memory cache's rows): nothing can ever use it. The paths it removed."""
+    return [
+        entry.where
+        for entry in find(folder, kind)
+        if not entry.in_use and entry.spent in (UNFINISHED, LEFT) and entry.remove() is None
+    ]
 
 
 def size_text(n: int) -> str:
@@ -42,68 +101,10 @@ def age_text(seconds: float) -> str:
     return f"{seconds:.0f}s ago"
 
 
-def arena_folders(folder: str | None) -> list[Path]:
-    """Where `list` and `clean` look for memory-cache files: DIR, and without DIR (the
-    current folder) also the default folder, where the reader puts them unless told."""
-    here = Path(folder or ".")
-    if folder is not None:
-        return [here]
-    default = disk_rows.default_folder()
-    if default.is_dir() and default.resolve() == here.resolve():
-        return [here]
-    return [here, default]
-
-
-def mtime_age_text(path: Path) -> str:
-    try:
-        return age_text(max(0.0, time.time() - path.stat().st_mtime))
-    except OSError:  # Removed meanwhile.
-        return "?"
-
-
-def why_remove(cache, *, older_than_s: float | None, everything: bool) -> str | None:
-    """Why `clean` removes this cache, or None to keep it."""
-    if cache.holder:
-        return None
-    if not cache.complete:
-        return "unfinished"
-    if cache.stale:
-        return "stale"
-    return _asked(cache.age_s, older_than_s, everything)
-
-
-def describe_persistent(found: PersistentFile) -> str:
-    """The state of a persistent cache: in use, complete, stale, damaged or unfinished
-    (every persistent cache, plain or augmented, is one kind of file)."""
-    if TEMP_MARK in found.path.name:
-        return f"persistent, {found.problem}"
-    state = "persistent, in use" if found.in_use else "persistent"
-    if found.problem:
-        return f"{state}, damaged ({found.problem})"
-    if found.stale:
-        return f"{state}, stale (its dataset was rebuilt or removed)"
-    return state
-
-
-def why_remove_persistent(
-    found: PersistentFile, *, older_than_s: float | None, everything: bool
-) -> str | None:
-    """Why `clean` removes a persistent arena, or None to keep it (always, when in use)."""
-    if found.in_use:
-        return None
-    if TEMP_MARK in found.path.name:
-        return "unfinished"
-    if found.problem:
-        return "damaged"
-    if found.stale:
-        return "stale"
-    return _asked(found.age_s, older_than_s, everything)
-
-
-def _asked(age_s: float, older_than_s: float | None, everything: bool) -> str | None:
-    """Why `clean --all` or `--older-than` removes a cache that is complete and current."""
-    if everything:
-        return "--all"
-    if older_than_s is not None and age_s > older_than_s:
-        return f"not used for {age_text(age_s).removesuffix(' ago')}"
-    return None
+def parse_age(text: str) -> float:
+    """'30d', '12h', '45m', '90s' or a number of days -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise ValueError(f"{text!r}: not an age (e.g. 30d, 12h, 45m, 90s)")
+    return float(match.group(1)) * units[match.group(2) or "d"]

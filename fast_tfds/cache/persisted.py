@@ -16,7 +16,7 @@ cache holds unaugmented pictures, so a train and an eval recipe of one cache
 resolution share a file). The two back ends read different shard files (TFRecord and
 ArrayRecord files of one build), so the key fingerprints every shard file of the split
 in the version folder, in every format; a slot holds the same example in both. Shards
-in a bucket (gs://) are fingerprinted by their objects' metadata (`object_stores`), so
+in a bucket (gs://) are fingerprinted by their objects' metadata (`remote.object_stores`), so
 a local file also serves a build read from a bucket. No TensorFlow.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, persistent, placement
+from fast_tfds.cache import disk_rows, fingerprint, persistent, placement
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import jpeg_blocks
@@ -86,12 +86,10 @@ def example_ranges(index) -> list[list[int]]:
 
 
 def split_files(shard_files: Sequence[str], what: str | None = None) -> list[list] | None:
-    """The fingerprint of every file of the split(s) of `shard_files` in their folder, in
-    every format (`<dataset>-<split>.<format>-<shard>`): [[path, size, mtime_ns]] of local
-    files, [[url, size, generation, crc32c]] of objects in a bucket (`object_stores`: one
-    listing of the folder, no shard bytes). None when they cannot be fingerprinted; with
-    `what` (the dataset's name), that is said in one log line, with why and that the
-    cache stays in memory.
+    """The fingerprints (`fingerprint.in_folder`) of every file of the split(s) of
+    `shard_files` in their folder, in every format (`<dataset>-<split>.<format>-<shard>`).
+    None when they cannot be fingerprinted; with `what` (the dataset's name), that is said
+    in one log line, with why and that the cache stays in memory.
     """
     stems: dict[str, set[str]] = {}
     for filename in shard_files:
@@ -100,32 +98,19 @@ def split_files(shard_files: Sequence[str], what: str | None = None) -> list[lis
     found: list[list] = []
     for folder, starts in sorted(stems.items()):
         starts = tuple(sorted(starts))
-        if object_stores.is_remote(folder):
-            try:
-                found += object_stores.fingerprints(
-                    folder, lambda name, starts=starts: name.startswith(starts)
-                )
-            except object_stores.NotKeyed as why:
-                _not_keyed(what, f"the shard files of {what} are in a bucket, and {why}")
-                return None
-            continue
         try:
-            paths = sorted(
-                os.path.join(folder, entry.name)
-                for entry in os.scandir(folder or ".")
-                if entry.name.startswith(starts) and entry.is_file()
-            )
-        except OSError:
-            paths = None
-        local = persistent.shard_fingerprint(paths) if paths else None
-        if local is None:
+            files = fingerprint.in_folder(folder, lambda name, s=starts: name.startswith(s))
+        except object_stores.NotKeyed as why:
+            _not_keyed(what, f"the shard files of {what} are in a bucket, and {why}")
+            return None
+        if not files and not object_stores.is_remote(folder):
             _not_keyed(
                 what,
                 f"the shard files of {what} are not local files ({folder or '.'}), so a "
                 "persistent cache could not tell when they change",
             )
             return None
-        found += local
+        found += files
     return found or None
 
 

@@ -53,7 +53,7 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import arena as arenas
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, housekeeping
 from fast_tfds.cache.persistent_format import (
     BadFile,
     Layout,
@@ -61,13 +61,7 @@ from fast_tfds.cache.persistent_format import (
     column_checksum,
     read_header,
 )
-from fast_tfds.cache.persistent_listing import (
-    SUFFIX,
-    TEMP_MARK,
-    lock_path,
-    remove_leftovers,
-)
-from fast_tfds.cache.remote import object_stores
+from fast_tfds.cache.persistent_listing import PERSISTENT, SUFFIX, TEMP_MARK, lock_path
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -82,39 +76,6 @@ def file_name(key: dict) -> str:
     readable = f"{str(key.get('dataset', 'dataset')).replace('/', '-')}.{key.get('split', '')}"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", readable)
     return f"{slug}.{key_digest(key)[:16]}{SUFFIX}"
-
-
-def shard_fingerprint(paths) -> list[list] | None:
-    """[[path, size, mtime_ns]] of each local shard file, [[url, size, generation,
-    crc32c]] of each object in a bucket (`object_stores`: one listing per folder, no
-    bytes read); None when one cannot be fingerprinted (a file missing, a listing that
-    failed, another scheme than gs://)."""
-    paths = [os.fspath(path) for path in paths]
-    listed: dict[str, list] = {}
-    folders: dict[str, set[str]] = {}
-    for path in paths:
-        if object_stores.is_remote(path):
-            folder, name = path.rsplit("/", 1)
-            folders.setdefault(folder, set()).add(name)
-    for folder, names in folders.items():
-        try:
-            entries = object_stores.fingerprints(folder, names.__contains__)
-        except object_stores.NotKeyed:
-            return None
-        listed.update((entry[0], entry) for entry in entries)
-    found = []
-    for path in paths:
-        if object_stores.is_remote(path):
-            if path not in listed:
-                return None
-            found.append(listed[path])
-            continue
-        try:
-            stat = os.stat(path)
-        except OSError:
-            return None
-        found.append([path, stat.st_size, stat.st_mtime_ns])
-    return found
 
 
 # -- what opening gives ------------------------------------------------------------
@@ -203,7 +164,7 @@ def _open_or_fill(
         )
         return Opened(path)
     try:
-        remove_leftovers(folder)
+        housekeeping.remove_leftovers(folder, PERSISTENT)
         # Another process may have finished it while this one waited for the lock.
         rows, bad, _ = _open_checked(path, key, False)
         if rows is not None:

@@ -1,5 +1,6 @@
 """The persistent arenas in a folder (`persist=True`): their names, what each holds, whether a
-process uses it, and removing them (`fast-tfds cache list|clean`, and a fill's leftovers).
+process uses it, and removing them: each is one `housekeeping.Entry` of the kind
+`PERSISTENT` (`fast-tfds cache list|clean`, and a fill's leftovers).
 
     <dataset>.<split>.<16 hex digits of the key>.arena        a complete file
     <...>.arena-lock                                          the key's lock (who fills it)
@@ -12,13 +13,12 @@ never removed. No TensorFlow.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
+import functools
 import os
-import time
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, shard_stats
+from fast_tfds.cache import disk_rows, fingerprint, housekeeping
 from fast_tfds.cache.persistent_format import BadFile, read_header
 
 SUFFIX = ".arena"
@@ -31,44 +31,26 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name.removesuffix(SUFFIX) + LOCK_SUFFIX)
 
 
-@dataclasses.dataclass(frozen=True)
-class PersistentFile:
-    """A persistent arena found in a folder (or a temporary file left by a fill)."""
-
-    path: Path
-    size: int  # bytes on disk
-    last_used: float
-    in_use: bool  # a running process maps it (or is filling it)
-    dataset: str | None
-    split: str | None
-    problem: str | None  # why it would not be served; None for a good file
-    stale: bool  # a shard it was made from changed or is gone
-    kind: str | None = None  # "pictures" (`cache.persisted`); None: an older release's arena
-
-    @property
-    def age_s(self) -> float:
-        return max(0.0, time.time() - self.last_used)
-
-
-def find(folder: str | os.PathLike) -> list[PersistentFile]:
-    """The persistent arenas and fill leftovers in `folder`, oldest use first."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
+def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
+    """The persistent arenas and fill leftovers among `names`."""
     found = []
-    for path in sorted(folder.iterdir()):
-        if path.name.endswith(SUFFIX):
+    for name in names:
+        path = Path(folder) / name
+        if name.endswith(SUFFIX):
             described = _describe(path)
-        elif TEMP_MARK in path.name:
+        elif TEMP_MARK in name:
             described = _describe_temp(path)
         else:
             continue
         if described is not None:
             found.append(described)
-    return sorted(found, key=lambda f: f.last_used)
+    return found
 
 
-def _describe(path: Path) -> PersistentFile | None:
+PERSISTENT = housekeeping.Kind("persistent cache", _entries)
+
+
+def _describe(path: Path) -> housekeeping.Entry | None:
     try:
         stat = path.stat()
         fd = os.open(path, os.O_RDONLY)
@@ -84,34 +66,42 @@ def _describe(path: Path) -> PersistentFile | None:
         key, problem = {}, str(err)
     finally:
         os.close(fd)
-    return PersistentFile(
-        path=path,
+    stale = bool(key.get("shards")) and fingerprint.changed(key["shards"])
+    held = housekeeping.RUNNING if in_use(path) else None
+    state = "persistent, in use" if held else "persistent"
+    if problem:
+        state = f"{state}, damaged ({problem})"
+    elif stale:
+        state = f"{state}, stale (its dataset was rebuilt or removed)"
+    return housekeeping.Entry(
+        where=str(path),
+        what=f"{key.get('dataset') or '?'} {key.get('split') or '?'}",
         size=stat.st_blocks * 512,
         last_used=max(stat.st_atime, stat.st_mtime),
-        in_use=in_use(path),
-        dataset=key.get("dataset"),
-        split=key.get("split"),
-        problem=problem,
-        stale=bool(key.get("shards")) and shard_stats.changed(key["shards"]),
-        kind=key.get("kind"),
+        state=state,
+        holder=held,
+        spent="damaged" if problem else "stale" if stale else None,
+        remove=functools.partial(_remove, path),
     )
 
 
-def _describe_temp(path: Path) -> PersistentFile | None:
+def _describe_temp(path: Path) -> housekeeping.Entry | None:
+    """A fill's temporary file: being written, or left by a fill that stopped."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    busy = in_use(path)
-    return PersistentFile(
-        path=path,
+    held = housekeeping.RUNNING if in_use(path) else None
+    left = f"{housekeeping.UNFINISHED} (left by a stopped fill)"
+    return housekeeping.Entry(
+        where=str(path),
+        what="? ?",
         size=stat.st_blocks * 512,
         last_used=stat.st_mtime,
-        in_use=busy,
-        dataset=None,
-        split=None,
-        problem="being written" if busy else "unfinished (left by a stopped fill)",
-        stale=False,
+        state=f"persistent, {'being written' if held else left}",
+        holder=held,
+        spent=housekeeping.UNFINISHED,
+        remove=functools.partial(_remove, path),
     )
 
 
@@ -120,19 +110,19 @@ def in_use(path: Path) -> bool:
     return disk_rows.is_locked(path, readers_too=True)
 
 
-def remove(path: Path) -> bool:
-    """Removes a persistent arena (and its lock file) unless a process uses it; whether
-    it did. The exclusive lock is taken first, so a reader that opens it meanwhile waits
-    and then finds it gone."""
+def _remove(path: Path) -> str | None:
+    """Removes a persistent arena (and its lock file) unless a process uses it (then: why
+    it is kept). The exclusive lock is taken first, so a reader that opens it meanwhile
+    waits and then finds it gone."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return True
+        return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False
+            return f"in use by {housekeeping.RUNNING}"
         path.unlink(missing_ok=True)
         if path.name.endswith(SUFFIX):
             lock = lock_path(path)
@@ -140,13 +130,4 @@ def remove(path: Path) -> bool:
                 lock.unlink(missing_ok=True)
     finally:
         os.close(fd)
-    return True
-
-
-def remove_leftovers(folder: Path) -> list[Path]:
-    """Removes the temporary files of fills whose process is gone."""
-    removed = []
-    for found in find(folder):
-        if TEMP_MARK in found.path.name and not found.in_use and remove(found.path):
-            removed.append(found.path)
-    return removed
+    return None

@@ -20,6 +20,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from fast_tfds.cache import fingerprint
+from fast_tfds.cache.remote import object_stores
+
 # Bump when what the reader caches for the same inputs changes (decoding,
 # resizing), so that caches written by an older version are not served.
 CACHE_FORMAT = 1
@@ -43,9 +46,11 @@ def cache_prefix(
     """
     digest = hashlib.sha256()
     digest.update(f"fast_tfds cache format {CACHE_FORMAT}\n{dataset_name}\n{split}\n".encode())
-    for fi in instructions:
-        filename = os.fspath(fi.filename)
-        digest.update(f"{filename} {fi.skip} {fi.take} {_file_identity(filename)}\n".encode())
+    filenames = [os.fspath(fi.filename) for fi in instructions]
+    local = fingerprint.of(name for name in filenames if not object_stores.is_remote(name))
+    for fi, filename in zip(instructions, filenames, strict=True):
+        identity = _file_identity(filename, local)
+        digest.update(f"{filename} {fi.skip} {fi.take} {identity}\n".encode())
     digest.update(_spec_identity(element_spec).encode())
     digest.update(callable_identity(transform).encode())
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{dataset_name.replace('/', '-')}.{split}")
@@ -66,12 +71,21 @@ def _spec_identity(spec: Any) -> str:
     return repr(spec)
 
 
-def _file_identity(filename: str) -> str:
-    try:
-        stat = tf.io.gfile.stat(filename)
-    except tf.errors.NotFoundError:
-        return "missing"  # The reader reports it when it gets there.
-    return f"{stat.length} {stat.mtime_nsec}"
+def _file_identity(filename: str, local: dict[str, list]) -> str:
+    """'<size> <mtime in ns>' of a shard, as TensorFlow's own stat gives it, which names made
+    before `fingerprint` existed digest: a local file's modification time in whole seconds
+    (from its fingerprint, `local`); an object in a bucket as TensorFlow's client, which
+    reads it, sees it (its `updated` time)."""
+    if object_stores.is_remote(filename):
+        try:
+            stat = tf.io.gfile.stat(filename)
+        except tf.errors.NotFoundError:
+            return "missing"  # The reader reports it when it gets there.
+        return f"{stat.length} {stat.mtime_nsec}"
+    if filename not in local:
+        return "missing"
+    _, size, mtime_ns = local[filename]
+    return f"{size} {mtime_ns - mtime_ns % 10**9}"
 
 
 def callable_identity(fn: Callable | None) -> str:

@@ -8,19 +8,19 @@ prefix `<PATH>.<dataset-config-version>.<split>.<16 hex digits>` (or
     <prefix>.index, <prefix>.data-*      a complete cache (TensorFlow writes the index last)
     <prefix>_0.lockfile, <prefix>_0.*    a pass being written, or left by a killed one
 
-A live process that opened a cache holds `fcntl.flock` on its `.lock` until it
-exits (see `file_cache`), so "in use" is a question the kernel answers: taking the
-lock without waiting fails. `remove` takes the lock first and leaves a cache
-in use alone. No TensorFlow here: plain files.
+Each cache is one `housekeeping.Entry` of the kind `FILE_CACHES`. A live process that
+opened a cache holds `fcntl.flock` on its `.lock` until it exits (see `tf_file_cache`),
+so "in use" is a question the kernel answers: taking the lock without waiting fails.
+Removing a cache takes the lock first and leaves a cache in use alone. No TensorFlow
+here: plain files.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import os
 import re
-import time
 from collections.abc import Iterable
 
 try:
@@ -28,7 +28,8 @@ try:
 except ImportError:  # Windows: no flock; no way to tell a cache in use.
     fcntl = None
 
-from fast_tfds.cache import disk_rows, shard_stats
+from fast_tfds.cache import disk_rows, fingerprint, housekeeping
+from fast_tfds.cache.remote import object_stores
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -38,37 +39,16 @@ _CACHE_FILE = re.compile(
 )
 
 
-@dataclasses.dataclass
-class CacheFiles:
-    """One cache found in a folder."""
-
-    prefix: str
-    files: list[str]  # paths
-    size: int  # bytes, all files
-    last_used: float  # time.time() of the last open (the lock file) or write
-    complete: bool
-    dataset: str | None  # 'cats_vs_dogs_fast/224/1.0.0', if the lock file says
-    split: str | None
-    holder: str | None  # 'pid 123' of the live process that holds it, else None
-    stale: bool | None  # its dataset was rebuilt or removed (None: not known)
-
-    @property
-    def age_s(self) -> float:
-        return max(0.0, time.time() - self.last_used)
-
-
 # -- the lock file's content -------------------------------------------------------
 
 
 def lock_content(dataset: str, split: str, shard_files: Iterable[str]) -> bytes:
-    """What a cache's owner writes into its lock file: who, and what the cache is made from."""
-    shards = []
-    for filename in shard_files:
-        try:
-            stat = os.stat(filename)
-            shards.append([filename, stat.st_size, stat.st_mtime_ns])
-        except OSError:  # Remote (gs://) or missing: not checked for staleness.
-            continue
+    """What a cache's owner writes into its lock file: who, and what the cache is made from
+    (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
+    are not listed for it)."""
+    local = [name for name in shard_files if not object_stores.is_remote(name)]
+    found = fingerprint.of(local)
+    shards = [found[name] for name in local if name in found]
     record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
     return json.dumps(record).encode()
 
@@ -94,23 +74,24 @@ def holder(lock_path: str) -> str | None:
     return f"pid {read_lock_content(lock_path).get('pid', '?')}"
 
 
-# -- finding -----------------------------------------------------------------------
+# -- finding ---------------------------------------------------------------------
 
 
-def find(folder: str | os.PathLike) -> list[CacheFiles]:
-    """The caches whose files are in `folder`, oldest use first."""
-    folder = os.fspath(folder)
+def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
+    """The file caches among `names` (sorted), the files of each grouped by prefix."""
     groups: dict[str, list[str]] = {}
-    for name in os.listdir(folder):
+    for name in names:
         match = _CACHE_FILE.match(name)
         if match and os.path.isfile(os.path.join(folder, name)):
             prefix = os.path.join(folder, match.group("prefix"))
             groups.setdefault(prefix, []).append(os.path.join(folder, name))
-    caches = [_describe(prefix, sorted(files)) for prefix, files in groups.items()]
-    return sorted(caches, key=lambda c: c.last_used)
+    return [_describe(prefix, files) for prefix, files in groups.items()]
 
 
-def _describe(prefix: str, files: list[str]) -> CacheFiles:
+FILE_CACHES = housekeeping.Kind("cache", _entries)
+
+
+def _describe(prefix: str, files: list[str]) -> housekeeping.Entry:
     lock = prefix + LOCK_SUFFIX
     record = read_lock_content(lock)
     sizes, times = [], []
@@ -121,31 +102,41 @@ def _describe(prefix: str, files: list[str]) -> CacheFiles:
             continue
         sizes.append(stat.st_size)
         times.append(stat.st_mtime)
-    return CacheFiles(
-        prefix=prefix,
-        files=files,
+    complete = os.path.exists(prefix + INDEX_SUFFIX)
+    stale = _stale(record)
+    held = holder(lock)
+    if held:
+        state = f"{'complete, in use' if complete else 'being written'} by {held}"
+    elif not complete:
+        state = f"{housekeeping.UNFINISHED} ({housekeeping.LEFT})"
+    elif stale:
+        state = "complete, stale (its dataset was rebuilt or removed)"
+    else:
+        state = "complete"
+    return housekeeping.Entry(
+        where=prefix,
+        what=f"{record.get('dataset') or '?'} {record.get('split') or '?'}",
         size=sum(sizes),
         last_used=max(times, default=0.0),
-        complete=os.path.exists(prefix + INDEX_SUFFIX),
-        dataset=record.get("dataset"),
-        split=record.get("split"),
-        holder=holder(lock),
-        stale=_stale(record),
+        state=state,
+        holder=held,
+        spent=housekeeping.UNFINISHED if not complete else "stale" if stale else None,
+        remove=functools.partial(_remove, prefix, files),
     )
 
 
 def _stale(record: dict) -> bool | None:
     """Whether a shard the cache was made from changed or is gone since it was written."""
     shards = record.get("shards")
-    return shard_stats.changed(shards) if shards else None
+    return fingerprint.changed(shards) if shards else None
 
 
 # -- removing ----------------------------------------------------------------------
 
 
-def remove(cache: CacheFiles) -> bool:
-    """Deletes the cache's files unless a live process holds it; whether it did."""
-    lock = cache.prefix + LOCK_SUFFIX
+def _remove(prefix: str, files: list[str]) -> str | None:
+    """Deletes the cache's files unless a live process holds it (then: why it is kept)."""
+    lock = prefix + LOCK_SUFFIX
     fd = None
     if fcntl is not None and os.path.exists(lock):
         fd = os.open(lock, os.O_RDWR)
@@ -153,11 +144,11 @@ def remove(cache: CacheFiles) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            return False
+            return "in use"
     try:
         # The lock file last, while still holding it: a process that opens the
         # cache meanwhile finds it held and reads without it.
-        for path in [*(f for f in cache.files if f != lock), lock]:
+        for path in [*(f for f in files if f != lock), lock]:
             try:
                 os.remove(path)
             except FileNotFoundError:
@@ -165,13 +156,4 @@ def remove(cache: CacheFiles) -> bool:
     finally:
         if fd is not None:
             os.close(fd)
-    return True
-
-
-def parse_age(text: str) -> float:
-    """'30d', '12h', '45m', '90s' or a number of days -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise ValueError(f"{text!r}: not an age (e.g. 30d, 12h, 45m, 90s)")
-    return float(match.group(1)) * units[match.group(2) or "d"]
+    return None

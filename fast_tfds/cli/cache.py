@@ -31,145 +31,85 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, persistent_listing
-from fast_tfds.cache.housekeeping import (
-    ARENA_IN_USE,
-    ARENA_LEFT,
-    ARENA_WHAT,
-    age_text,
-    arena_folders,
-    describe_persistent,
-    describe_state,
-    mtime_age_text,
-    size_text,
-    why_remove,
-    why_remove_persistent,
-)
+from fast_tfds.cache import disk_rows, housekeeping, persistent_listing, tf_file_listing
+from fast_tfds.cache.housekeeping import age_text, size_text
+
+
+def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, bool]]:
+    """(kind, folder, always) of each place `list` and `clean` look, in their order: the
+    file caches of DIR, then in each folder that may hold them (`arena_folders`) the
+    memory-cache files and persistent caches. `always`: its count is said even when
+    there are none (the file caches of DIR, the first line of every `clean`)."""
+    here = folder or "."
+    looked = [(tf_file_listing.FILE_CACHES, here, True)]
+    for where in arena_folders(folder):
+        looked += [(disk_rows.ROWS, where, False), (persistent_listing.PERSISTENT, where, False)]
+    return looked
+
+
+def arena_folders(folder: str | None) -> list[Path]:
+    """Where `list` and `clean` look for memory-cache files and persistent caches: DIR, and
+    without DIR (the current folder) also the default folder, where the reader puts them
+    unless told."""
+    here = Path(folder or ".")
+    if folder is not None:
+        return [here]
+    default = disk_rows.default_folder()
+    if default.is_dir() and default.resolve() == here.resolve():
+        return [here]
+    return [here, default]
 
 
 def list_command(args, out=None) -> int:
-    from fast_tfds.cache import tf_file_listing
-
     out = out or sys.stdout
-
-    def row(state: str, size: int, age: str, what: str, where) -> None:
-        print(f"{state:<50} {size_text(size):>12} {age:>11}  {what}  {where}", file=out)
-
-    def count(found: list, noun: str, where) -> str:
-        return f"{len(found)} {noun}(s), {size_text(sum(f.size for f in found))} in {where}"
-
-    folder = args.folder or "."
-    caches = tf_file_listing.find(folder)
-    for cache in caches:
-        dataset = f"{cache.dataset or '?'} {cache.split or '?'}"
-        row(describe_state(cache), cache.size, age_text(cache.age_s), dataset, cache.prefix)
-    arena_lines = []
-    for arena_folder in arena_folders(args.folder):
-        arenas = disk_rows.find(arena_folder)
-        for arena in arenas:
-            state = ARENA_IN_USE if arena.in_use else ARENA_LEFT
-            row(state, arena.size, mtime_age_text(arena.path), ARENA_WHAT, arena.path)
+    here = Path(args.folder or ".")
+    found = [
+        (kind, where, always, housekeeping.find(where, kind))
+        for kind, where, always in looked_at(args.folder)
+    ]
+    for *_, entries in found:
+        for e in entries:
+            line = f"{e.state:<50} {size_text(e.size):>12} {age_text(e.age_s):>11}"
+            print(f"{line}  {e.what}  {e.where}", file=out)
+    for kind, where, always, entries in found:
         # A default folder is always reported, so that the listing says where it is.
-        if arenas or arena_folder != Path(folder):
-            arena_lines.append(count(arenas, "memory-cache file", arena_folder))
-        kept = persistent_listing.find(arena_folder)
-        for found in kept:
-            dataset = f"{found.dataset or '?'} {found.split or '?'}"
-            row(describe_persistent(found), found.size, age_text(found.age_s), dataset, found.path)
-        if kept or arena_folder != Path(folder):
-            arena_lines.append(count(kept, "persistent cache", arena_folder))
-    print(count(caches, "cache", folder), file=out)
-    for line in arena_lines:
-        print(line, file=out)
+        if entries or always or Path(where) != here:
+            total = size_text(sum(e.size for e in entries))
+            print(f"{len(entries)} {kind.noun}(s), {total} in {where}", file=out)
     return 0
 
 
 def clean_command(args, out=None) -> int:
-    from fast_tfds.cache import tf_file_listing
-
+    """Removes, of every kind in every folder looked at, the caches `why_remove` names;
+    never one that a running process holds."""
     out = out or sys.stdout
-    older_than_s = tf_file_listing.parse_age(args.older_than) if args.older_than else None
-    removed = freed = kept = 0
-    for cache in tf_file_listing.find(args.folder or "."):
-        reason = why_remove(cache, older_than_s=older_than_s, everything=args.all)
-        if reason is None:
-            kept += 1
-            if cache.holder:
-                print(f"kept     {cache.prefix} (in use by {cache.holder})", file=out)
+    older_than_s = housekeeping.parse_age(args.older_than) if args.older_than else None
+    verb = "would remove" if args.dry_run else "removed"
+    for kind, where, always in looked_at(args.folder):
+        entries = housekeeping.find(where, kind)
+        if not entries and not always:
             continue
-        if not args.dry_run and not tf_file_listing.remove(cache):
-            kept += 1  # Opened by a process since it was listed.
-            print(f"kept     {cache.prefix} (in use)", file=out)
-            continue
-        removed += 1
-        freed += cache.size
-        verb = "would remove" if args.dry_run else "removed"
-        print(f"{verb:<8} {cache.prefix} ({reason}, {size_text(cache.size)})", file=out)
-    verb = "Would remove" if args.dry_run else "Removed"
-    print(f"{verb} {removed} cache(s), {size_text(freed)}; kept {kept}.", file=out)
-    for folder in arena_folders(args.folder):
-        clean_arenas(folder, dry_run=args.dry_run, out=out)
-        clean_persistent(
-            folder, older_than_s=older_than_s, everything=args.all, dry_run=args.dry_run, out=out
+        removed = freed = kept = 0
+        for e in entries:
+            reason = housekeeping.why_remove(e, older_than_s=older_than_s, everything=args.all)
+            why_kept = f"in use by {e.holder}" if e.in_use else None
+            if reason is not None and not args.dry_run:
+                why_kept = e.remove()  # A process may have taken it since it was found.
+            if reason is None or why_kept is not None:
+                kept += 1
+                if why_kept is not None:
+                    print(f"kept     {e.where} ({why_kept})", file=out)
+                continue
+            removed += 1
+            freed += e.size
+            print(f"{verb:<8} {e.where} ({reason}, {size_text(e.size)})", file=out)
+        place = "" if always else f" in {where}"
+        print(
+            f"{verb.capitalize()} {removed} {kind.noun}(s){place}, {size_text(freed)}; "
+            f"kept {kept}.",
+            file=out,
         )
     return 0
-
-
-def clean_persistent(folder: Path, *, older_than_s, everything: bool, dry_run: bool, out) -> None:
-    """Removes the persistent caches in `folder` that `why_remove_persistent` names,
-    never one that a running process maps or fills."""
-    found = persistent_listing.find(folder)
-    if not found:
-        return
-    removed = freed = kept = 0
-    for cache in found:
-        reason = why_remove_persistent(cache, older_than_s=older_than_s, everything=everything)
-        if reason is None:
-            kept += 1
-            if cache.in_use:
-                print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
-            continue
-        if not dry_run and not persistent_listing.remove(cache.path):
-            kept += 1  # Opened by a process since it was listed.
-            print(f"kept     {cache.path} ({ARENA_IN_USE})", file=out)
-            continue
-        removed += 1
-        freed += cache.size
-        verb = "would remove" if dry_run else "removed"
-        print(f"{verb:<8} {cache.path} ({reason}, {size_text(cache.size)})", file=out)
-    verb = "Would remove" if dry_run else "Removed"
-    print(
-        f"{verb} {removed} persistent cache(s) in {folder}, {size_text(freed)}; kept {kept}.",
-        file=out,
-    )
-
-
-def clean_arenas(folder: Path, *, dry_run: bool, out) -> None:
-    """Removes the memory-cache files in `folder` that no running process holds.
-
-    Nothing can read such a file again: each belongs to one process's cache, and
-    its owner is gone. --older-than and --all change nothing here.
-    """
-    arenas = disk_rows.find(folder)
-    if not arenas:
-        return
-    removed = freed = kept = 0
-    for arena in arenas:
-        if arena.in_use:
-            kept += 1
-            print(f"kept     {arena.path} ({ARENA_IN_USE})", file=out)
-            continue
-        if not dry_run:
-            arena.path.unlink(missing_ok=True)
-        removed += 1
-        freed += arena.size
-        verb = "would remove" if dry_run else "removed"
-        print(f"{verb:<8} {arena.path} ({ARENA_LEFT}, {size_text(arena.size)})", file=out)
-    verb = "Would remove" if dry_run else "Removed"
-    print(
-        f"{verb} {removed} memory-cache file(s) in {folder}, {size_text(freed)}; kept {kept}.",
-        file=out,
-    )
 
 
 def add_command(commands) -> None:
@@ -195,11 +135,9 @@ def add_command(commands) -> None:
 def _checked(args):
     if args.folder is not None and not os.path.isdir(args.folder):
         sys.exit(f"fast-tfds cache: {args.folder}: no such folder")
-    if getattr(args, "older_than", None):
-        from fast_tfds.cache import tf_file_listing
-
+    if args.action == "clean" and args.older_than:
         try:
-            tf_file_listing.parse_age(args.older_than)
+            housekeeping.parse_age(args.older_than)
         except ValueError as err:
             sys.exit(f"fast-tfds cache clean --older-than {err}")
     return args

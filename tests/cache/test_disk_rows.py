@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
 import shutil
 import signal
@@ -13,23 +14,24 @@ import textwrap
 import numpy as np
 import pytest
 
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, housekeeping
 
 
 def test_rows_round_trip_and_the_file_goes_with_them(tmp_path):
     rows = disk_rows.allocate(tmp_path, (5, 4, 4, 3), np.uint8)
     rows[...] = np.arange(rows.size, dtype=np.uint64).reshape(rows.shape) % 251
-    (arena,) = disk_rows.find(tmp_path)
+    (arena,) = housekeeping.find(tmp_path, disk_rows.ROWS)
     assert arena.in_use and arena.size == rows.nbytes
-    assert disk_rows.remove_leftovers(tmp_path) == []  # A live cache is never removed.
+    # A live cache is never removed.
+    assert housekeeping.remove_leftovers(tmp_path, disk_rows.ROWS) == []
     view = rows[2:4]
     del rows
     gc.collect()
-    assert disk_rows.find(tmp_path) == [arena]  # A view still holds it.
+    assert housekeeping.find(tmp_path, disk_rows.ROWS) == [arena]  # A view still holds it.
     assert view[0, 0, 0, 0] == (2 * 48) % 251
     del view
     gc.collect()
-    assert disk_rows.find(tmp_path) == []
+    assert housekeeping.find(tmp_path, disk_rows.ROWS) == []
 
 
 def test_a_killed_fill_leaves_a_file_that_is_never_trusted_and_is_removed(tmp_path):
@@ -37,7 +39,7 @@ def test_a_killed_fill_leaves_a_file_that_is_never_trusted_and_is_removed(tmp_pa
         f"""
         import os, signal, numpy as np
         from pathlib import Path
-        from fast_tfds.cache import disk_rows
+        from fast_tfds.cache import disk_rows, housekeeping
         rows = disk_rows.allocate(Path({str(tmp_path)!r}), (100, 8, 8, 3), np.uint8)
         rows[:10] = 1  # half a fill
         os.kill(os.getpid(), signal.SIGKILL)
@@ -45,10 +47,10 @@ def test_a_killed_fill_leaves_a_file_that_is_never_trusted_and_is_removed(tmp_pa
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
-    (left,) = disk_rows.find(tmp_path)
+    (left,) = housekeeping.find(tmp_path, disk_rows.ROWS)
     assert not left.in_use
-    assert disk_rows.remove_leftovers(tmp_path) == [left.path]
-    assert not left.path.exists()
+    assert housekeeping.remove_leftovers(tmp_path, disk_rows.ROWS) == [left.where]
+    assert not os.path.exists(left.where)
 
 
 def test_check_room_names_the_need_and_the_folder(tmp_path):

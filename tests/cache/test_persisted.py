@@ -11,7 +11,8 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persisted, persistent_listing
+from fast_tfds.cache import housekeeping, persisted, persistent_listing
+from fast_tfds.cache.persistent_format import read_header
 from fast_tfds.core import jpeg_blocks
 
 SIZE = (16, 16)
@@ -141,8 +142,10 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     stored.filling.filled(filled)
     stored.filling.writing.join(timeout=60)
     assert stored.filling.fill.persisted
-    found = persistent_listing.find(tmp_path / "cache")
-    assert [(f.path, f.kind, f.problem) for f in found] == [(stored.path, "pictures", None)]
+    found = housekeeping.find(tmp_path / "cache", persistent_listing.PERSISTENT)
+    assert [(f.where, key_kind(f.where), f.spent) for f in found] == [
+        (str(stored.path), "pictures", None)
+    ]
 
     def never():
         raise AssertionError("a served file needs no reference sizes")
@@ -164,3 +167,12 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         gc.collect()
         assert gone() is None
         np.testing.assert_array_equal(stored.pictures.images.buffer, served.pictures.images.buffer)
+
+
+def key_kind(path: str) -> str | None:
+    """The kind of key a persistent file's header holds ("pictures": the one kind)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_header(fd).layout.key.get("kind")
+    finally:
+        os.close(fd)

@@ -633,14 +633,17 @@ def test_persist_keeps_no_strings_says_so_once_and_caches_in_memory(
 def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     cats_data_dir, tmp_path, monkeypatch
 ):
-    from fast_tfds.cache import persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_listing
+
+    def found():
+        return housekeeping.find(cache, persistent_listing.PERSISTENT)
 
     cache = tmp_path / "cache"
     options = {"as_supervised": True, "cache": True, "persist": True, "cache_dir": cache}
     for _ in read(cats_data_dir, augment=Augment(), **options):
         pass
     deadline = time.monotonic() + 120
-    while not [f for f in persistent_listing.find(cache) if f.kind == "pictures"]:
+    while not [f for f in found() if f.spent is None]:  # complete, not a fill's file
         assert time.monotonic() < deadline, "the file was not written"
         time.sleep(0.1)
     calls = collections.Counter()
@@ -655,7 +658,7 @@ def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     served = read(cats_data_dir, augment=Augment.eval(), seed=SEED + 1, **options)
     count = sum(int(images.shape[0]) for images, _ in served)
     assert count == len(split_examples(cats_data_dir)) and calls["decode"] == 0
-    assert len(persistent_listing.find(cache)) == 1
+    assert len(found()) == 1
     # No crop: each picture at exactly the output size, another layout and another file.
     for _ in read(cats_data_dir, augment=Augment(crop=None), **options):
         pass
@@ -670,7 +673,7 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     pytest.importorskip("grain")
     import json
 
-    from fast_tfds.cache import persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_listing
     from fast_tfds.cache.persistent_format import read_header
 
     common = {
@@ -693,10 +696,11 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     keys = []
     for folder in ("tf", "grain"):
         deadline = time.monotonic() + 120
-        while not (found := persistent_listing.find(tmp_path / folder)) or found[0].problem:
+        persistent = persistent_listing.PERSISTENT
+        while not (found := housekeeping.find(tmp_path / folder, persistent)) or found[0].spent:
             assert time.monotonic() < deadline, "the file was not written"
             time.sleep(0.1)
-        fd = os.open(found[0].path, os.O_RDONLY)
+        fd = os.open(found[0].where, os.O_RDONLY)
         keys.append(read_header(fd).layout.key)
         os.close(fd)
     tf_key, grain_key = keys

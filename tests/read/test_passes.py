@@ -176,7 +176,8 @@ def test_an_arena_of_examples_persists_under_the_one_key_and_is_served(cats_data
     # kept as features (the key's `pictures: false`); a new reader
     # of the same options serves each epoch from the file, with the shards zeroed (their
     # sizes and times kept, so the key still matches and no record could be read).
-    from fast_tfds.cache import persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_listing
+    from fast_tfds.cache.persistent_format import read_header
 
     data_dir = tmp_path / "data"
     shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", data_dir / "cats_vs_dogs_fast/224")
@@ -187,8 +188,10 @@ def test_an_arena_of_examples_persists_under_the_one_key_and_is_served(cats_data
     for thread in threading.enumerate():  # the file is written out after the fill
         if thread.name == "fast_tfds persist":
             thread.join(timeout=300)
-    (found,) = persistent_listing.find(tmp_path / "cache")
-    assert found.problem is None and found.kind == "pictures"
+    (found,) = housekeeping.find(tmp_path / "cache", persistent_listing.PERSISTENT)
+    fd = os.open(found.where, os.O_RDONLY)
+    assert found.spent is None and read_header(fd).layout.key["kind"] == "pictures"
+    os.close(fd)
     for shard in (data_dir / "cats_vs_dogs_fast/224").glob("*/*.tfrecord*"):
         stat = shard.stat()
         shard.write_bytes(bytes(stat.st_size))

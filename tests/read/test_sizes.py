@@ -24,7 +24,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, housekeeping
 from fast_tfds.cache import store as stores
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
@@ -129,8 +129,8 @@ def test_a_jpeg_the_block_decoder_rejects_arrives_by_the_fallback():
 # -- the memory budget and the disk arena --------------------------------------------
 
 
-def _arena_files(folder: Path) -> list[disk_rows.ArenaFile]:
-    return disk_rows.find(folder)
+def _arena_files(folder: Path) -> list[housekeeping.Entry]:
+    return housekeeping.find(folder, disk_rows.ROWS)
 
 
 def _random_read_mappings(folder: Path) -> list[bool]:
@@ -259,7 +259,7 @@ def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, truth, tmp_
     assert left and not any(f.in_use for f in left), "the killed process's locks went with it"
     ds = read(cats_data_dir, config="original", image_size=160, cache_budget=1, cache_dir=folder)
     files = _arena_files(folder)
-    assert not {f.path for f in left} & {f.path for f in files}, "leftovers removed, not reused"
+    assert not {f.where for f in left} & {f.where for f in files}, "leftovers removed, not reused"
     assert files and all(f.in_use for f in files)
     for _ in range(2):
         truth["original"].check(epoch(ds), size=160)
@@ -276,7 +276,7 @@ _IN_A_CGROUP = textwrap.dedent(
     with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
         f.write(str(os.getpid()))
     import tensorflow as tf, tensorflow_datasets as tfds, cats_vs_dogs_fast
-    from fast_tfds.cache import disk_rows
+    from fast_tfds.cache import disk_rows, housekeeping
 
     def read_file(name):
         with open(os.path.join(cgroup, name)) as f:
@@ -299,7 +299,7 @@ _IN_A_CGROUP = textwrap.dedent(
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, config="original", download_and_prepare=False,
         image_size=size, batch_size=batch_size, dtype=tf.uint8)
-    on_disk = bool(disk_rows.find(disk_rows.default_folder()))
+    on_disk = bool(housekeeping.find(disk_rows.default_folder(), disk_rows.ROWS))
     epochs = []
     for _ in range(2):
         pairs = collections.Counter()  # (pixels, label): each image with its own label.

@@ -24,13 +24,14 @@ _OWNER = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     import numpy as np
-    from fast_tfds.cache import disk_rows
+    from fast_tfds.cache import disk_rows, housekeeping
     folder, then = Path(sys.argv[1]), sys.argv[2]
     rows = disk_rows.allocate(folder, (64, 32, 32, 3), np.uint8)
     rows[:8] = 1
     mine = f"arena-{os.getpid()}-"
-    (arena,) = [a for a in disk_rows.find(folder) if a.path.name.startswith(mine)]
-    print(arena.path, flush=True)
+    found = housekeeping.find(folder, disk_rows.ROWS)
+    (arena,) = [a for a in found if Path(a.where).name.startswith(mine)]
+    print(arena.where, flush=True)
     if then == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     sys.stdin.readline()
