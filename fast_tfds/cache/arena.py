@@ -10,9 +10,9 @@ writes each batch at its own rows; once every row is written, later epochs only
 read. This module is the memory and its state, in numpy, without TensorFlow;
 `fast_tfds.read.cached` wires it into tf.data.
 
-Where the memory comes from is one function (`Allocate`): anonymous memory by
-default, so that rows on disk (a memory-mapped file of the same layout) can take
-its place for a cache larger than the memory the process may use.
+Where the memory comes from is its backing (`memory.Backing`): anonymous memory by
+default, rows on disk (a memory-mapped file of the same layout) for a cache larger
+than the memory the process may use, or a persistent file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fast_tfds.cache import store as stores
-from fast_tfds.cache.memory import Allocate, allocate_in_memory  # noqa: F401  (re-exported)
+from fast_tfds.cache.memory import IN_MEMORY, Backing
 from fast_tfds.cache.store import FILL, FILL_THEN_SERVE, SERVE  # noqa: F401  (the epoch modes)
 
 
@@ -52,29 +52,20 @@ class Arena:
         self,
         num_examples: int,
         columns: dict[str, Column],
-        allocate: Allocate | None = None,
+        backing: Backing = IN_MEMORY,
         *,
-        filled_rows: dict[str, np.ndarray] | None = None,
+        filled: bool = False,
     ):
-        """`filled_rows`: every row already written (a persistent arena's file): the
-        arena serves them from its first epoch and never fills."""
+        """`filled`: the backing's rows are all written already (a persistent arena's
+        file): the arena serves them from its first epoch and never fills."""
         self.num_examples = num_examples
         self.keys = sorted(columns)
         self.columns = {k: columns[k] for k in self.keys}
-        self._allocate_column = allocate or allocate_in_memory
-        if filled_rows is not None:
-            wanted = {
-                k: ((num_examples, *c.shape), np.dtype(c.dtype)) for k, c in self.columns.items()
-            }
-            found = {k: (a.shape, a.dtype) for k, a in filled_rows.items()}
-            if found != wanted:
-                raise ValueError(f"filled_rows: {found} for an arena of {wanted}")
-            self.arrays = {k: filled_rows[k] for k in self.keys}
-        else:
-            self.arrays = self._allocate()
+        self.backing = backing
+        self.arrays = self._allocate()
         self.nbytes = sum(a.nbytes for a in self.arrays.values())
         self._lock = threading.Lock()
-        self._filled = filled_rows is not None
+        self._filled = filled
         self._generation = 0  # Which fill pass may write; an abandoned one may not.
         self._written = 0
         self.key = _register(self)
@@ -126,13 +117,8 @@ class Arena:
             if int(generation) == self._generation:
                 self._written += n
                 self._filled = done = self._written == self.num_examples
-        complete = getattr(self._allocate_column, "complete", None)
-        filled = getattr(self._allocate_column, "filled", None)
-        if done and complete is not None:
-            complete(arrays, self.replace_rows)
-        elif done and filled is not None:
-            for array in arrays.values():
-                filled(array)
+        if done:
+            self.backing.filled(arrays, self.replace_rows)
         return np.int64(0)
 
     def replace_rows(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
@@ -147,20 +133,18 @@ class Arena:
     @property
     def reads_ahead(self) -> bool:
         """Whether served epochs should ask for their rows ahead (rows on disk)."""
-        return hasattr(self._allocate_column, "read_ahead")
+        return self.backing.reads_ahead
 
     def read_ahead(self, rows: np.ndarray) -> None:
-        read_ahead = getattr(self._allocate_column, "read_ahead", None)
-        if read_ahead is not None and self._filled:
+        if self._filled:
+            rows = np.asarray(rows, np.int64).ravel()
             for array in self.arrays.values():
-                read_ahead(array, rows)
+                row_bytes = array.strides[0]
+                self.backing.read_ahead(array, rows * row_bytes, np.full(len(rows), row_bytes))
 
     def _allocate(self) -> dict[str, np.ndarray]:
         wanted = {k: ((self.num_examples, *c.shape), c.dtype) for k, c in self.columns.items()}
-        whole = getattr(self._allocate_column, "columns", None)
-        if whole is not None:
-            return whole(wanted)
-        return {k: self._allocate_column(shape, dtype) for k, (shape, dtype) in wanted.items()}
+        return self.backing.columns(wanted)
 
 
 # -- the registry: the one of every cache (`store`) ---------------------------------

@@ -9,9 +9,9 @@ picture is kept with its aspect ratio at a shorter side a little above the outpu
 
 The layout (every picture's offset and shape) is known before anything is decoded:
 the byte total comes from the pictures' sizes (the dataset's fixed size, or each
-JPEG's header), so the buffer is allocated once, by a callable such as
-`fast_tfds.cache.memory.allocate_in_memory` or rows on disk, and is only written,
-never grown. Fixed-size rows are the case where every picture has the same size
+JPEG's header), so the buffer is allocated once, by the store's backing
+(`fast_tfds.cache.memory.Backing`: memory, rows on disk, a persistent file), and is only
+written, never grown. Fixed-size rows are the case where every picture has the same size
 (`shorter_side` None: exactly the output size); `PictureCache.rows()` then views the
 buffer as `[n, height, width, 3]`, so a plain read is a gather.
 
@@ -28,8 +28,7 @@ import threading
 
 import numpy as np
 
-# Where the buffer's memory comes from: the arena's allocators serve it too.
-from fast_tfds.cache.memory import Allocate, allocate_in_memory
+from fast_tfds.cache.memory import allocate_in_memory
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
 
@@ -90,30 +89,27 @@ class RaggedImages:
     (an iterator dropped in epoch 1) leaves the written ones served and the rest
     decoded when they come again.
 
-    `filled`: a buffer with every picture already written (a persistent cache's file),
-    used instead of allocating one.
+    `buffer`: the pictures' memory (default: anonymous memory); `written`: every picture
+    in it is written already (a persistent cache's file).
     """
 
     def __init__(
         self,
         layout: RaggedLayout,
-        allocate: Allocate | None = None,
+        buffer: np.ndarray | None = None,
         *,
-        filled: np.ndarray | None = None,
+        written: bool = False,
     ):
         self.layout = layout
-        if filled is not None:
-            self.buffer = filled
-        else:
-            self.buffer = (allocate or allocate_in_memory)((layout.nbytes,), np.uint8)
+        self.buffer = allocate_in_memory((layout.nbytes,), np.uint8) if buffer is None else buffer
         if self.buffer.shape != (layout.nbytes,) or self.buffer.dtype != np.uint8:
             raise ValueError(
-                f"{'filled' if filled is not None else 'allocate gave'} "
-                f"{self.buffer.dtype}{list(self.buffer.shape)}, not uint8[{layout.nbytes}]"
+                f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
+                f"not uint8[{layout.nbytes}]"
             )
-        self.written = np.full(len(layout), filled is not None, bool)
+        self.written = np.full(len(layout), written, bool)
         self._lock = threading.Lock()
-        self._count = len(layout) if filled is not None else 0
+        self._count = len(layout) if written else 0
 
     def __len__(self) -> int:
         return len(self.layout)
@@ -170,8 +166,8 @@ class PictureCache:
       shorter_side: the cached pictures' shorter side (aspect ratio kept, never
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
-      allocate: where the buffer's memory comes from (see `RaggedImages`).
-      filled: the buffer with every picture written (a persistent cache's file).
+      buffer, written: the pictures' memory, and whether it holds every picture (see
+        `RaggedImages`).
     """
 
     def __init__(
@@ -180,9 +176,9 @@ class PictureCache:
         reference_widths,
         output_size: tuple[int, int],
         shorter_side: int | None,
-        allocate: Allocate | None = None,
+        buffer: np.ndarray | None = None,
         *,
-        filled: np.ndarray | None = None,
+        written: bool = False,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
@@ -191,7 +187,7 @@ class PictureCache:
         heights, widths = cache_sizes(
             self.reference_heights, self.reference_widths, output_size, shorter_side
         )
-        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), allocate, filled=filled)
+        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), buffer, written=written)
 
     def __len__(self) -> int:
         return len(self.images)

@@ -25,44 +25,69 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fast_tfds.cache.memory import IN_MEMORY, Backing
+from fast_tfds.cache.pictures import PictureCache, cache_bytes
+
 if TYPE_CHECKING:
-    from fast_tfds.cache.pictures import PictureCache
     from fast_tfds.core.dataset_hooks import Window
 
 # What an epoch does, as `Store.begin` (and `Arena.begin`) tell the dataset graph: fill
 # while streaming the epoch's output, serve from what is filled, or fill first without
 # output and then serve (an epoch whose order is a permutation, in a resumed run).
 FILL, SERVE, FILL_THEN_SERVE = 0, 1, 2
+# The store's columns besides its features: the pictures' bytes, and per slot the size
+# windows are drawn in (a persistent file keeps them under these names).
+PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 
 class Store:
     """A split's (or a shard's) decoded pictures and kept features, by slot.
 
     Args:
-      pictures: the pictures, at the resolution the reads need.
+      reference_heights, reference_widths, output_size, shorter_side: the pictures'
+        layout (see `pictures.PictureCache`).
+      features: {name: (shape, dtype)} of the features kept per slot (numbers, or
+        objects for values of any kind).
       slot_of: example indices -> their slots (int64 arrays); slot s holds one example.
-      features: {name: column}, one row per slot (numbers, or objects for values of any
-        kind); the dict is looked up on each use, since a persistent file moves its
-        columns to the file's mapping once it is written.
-      filling: an object with `filled(buffer)`, told once every picture is written.
-      placed: where the pictures' memory came from; rows on disk
-        (`placement.DiskRows`) read ahead the pictures a served epoch asks for next.
+      backing: where the columns live (memory, rows on disk, a persistent file), told
+        once every picture is written.
+      filled: the backing's columns are all written already (a complete persistent
+        file): served from the start.
     """
 
     def __init__(
         self,
-        pictures: PictureCache,
+        reference_heights,
+        reference_widths,
+        output_size: tuple[int, int],
+        shorter_side: int | None,
+        features: dict[str, tuple],
         slot_of: Callable[[np.ndarray], np.ndarray],
-        features: dict[str, np.ndarray],
+        backing: Backing = IN_MEMORY,
         *,
-        filling: Any = None,
-        placed: Any = None,
+        filled: bool = False,
     ):
-        self.pictures = pictures
-        self._placed = placed
-        self.features = features
+        heights = np.asarray(reference_heights, np.int64).reshape(-1)
+        widths = np.asarray(reference_widths, np.int64).reshape(-1)
+        n = len(heights)
+        nbytes = cache_bytes(heights, widths, output_size, shorter_side)
+        wanted = {
+            PICTURES: ((nbytes,), np.dtype(np.uint8)),
+            HEIGHTS: ((n,), np.dtype(np.int64)),
+            WIDTHS: ((n,), np.dtype(np.int64)),
+            **{k: ((n, *shape), np.dtype(dtype)) for k, (shape, dtype) in features.items()},
+        }
+        self.backing = backing
+        self.arrays = backing.columns(wanted)
+        if not filled:
+            self.arrays[HEIGHTS][...] = heights
+            self.arrays[WIDTHS][...] = widths
+        self.pictures = PictureCache(
+            heights, widths, output_size, shorter_side, self.arrays[PICTURES], written=filled
+        )
+        # Looked up on each use: a persistent file moves the columns to its mapping.
+        self.features = {k: self.arrays[k] for k in features}
         self._slot_of = slot_of
-        self._filling = filling
         self._lock = threading.Lock()
         self._told = False
         # How another process opens the same store (`Store.__reduce__`): set only for a
@@ -82,8 +107,9 @@ class Store:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the pictures' pixels, allocated once before the first fill."""
-        return self.pictures.nbytes
+        """Bytes of the columns (pixels, reference sizes, features), allocated once
+        before the first fill (objects aside: they live in the heap)."""
+        return sum(a.nbytes for a in self.arrays.values() if not a.dtype.hasobject)
 
     @property
     def filled(self) -> bool:
@@ -120,7 +146,7 @@ class Store:
     @property
     def reads_ahead(self) -> bool:
         """Whether the pictures are on disk, and so worth asking for ahead."""
-        return hasattr(self._placed, "read_ahead_spans")
+        return self.backing.reads_ahead
 
     def read_ahead(self, slots) -> None:
         """Asks for the pictures of `slots` from disk, ahead of serving them."""
@@ -129,20 +155,32 @@ class Store:
         slots = np.asarray(slots, np.int64)
         layout = self.pictures.images.layout
         lengths = layout.heights[slots] * layout.widths[slots] * 3
-        self._placed.read_ahead_spans(self.pictures.images.buffer, layout.offsets[slots], lengths)
+        self.backing.read_ahead(self.pictures.images.buffer, layout.offsets[slots], lengths)
 
     def rows_of(self, name: str, slots) -> np.ndarray:
         """Feature `name` of `slots` (a copy)."""
         return self.features[name][np.asarray(slots, np.int64)]
 
     def when_filled(self) -> None:
-        """Once every picture is written, tells `filling` (once)."""
-        if self._filling is None or not self.filled:
+        """Once every picture is written, tells the backing (once)."""
+        if not self.filled:
             return
         with self._lock:
             told, self._told = self._told, True
         if not told:
-            self._filling.filled(self.pictures.images.buffer)
+            self.backing.filled(self.arrays, self._replace)
+
+    def _replace(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
+        """Serves `new` (the same columns from the persistent file's mapping) instead of
+        `old`, if those are still the store's."""
+        if old is not self.arrays:
+            return False
+        # Each swap is one reference, atomic for the threads that serve meanwhile.
+        self.pictures.images.buffer = new[PICTURES]
+        for name in self.features:
+            self.features[name] = new[name]
+        self.arrays = new  # The filled memory goes with its last batch.
+        return True
 
 
 # -- the registry ------------------------------------------------------------------

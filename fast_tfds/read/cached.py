@@ -49,8 +49,10 @@ from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
+from fast_tfds.cache.memory import IN_MEMORY, Backing
+from fast_tfds.cache.store_opening import open_store
 from fast_tfds.cache.tf_file_key import callable_identity
-from fast_tfds.core import aligned, dataset_hooks, platform
+from fast_tfds.core import aligned, dataset_hooks, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
@@ -123,8 +125,8 @@ def arena_batches(
     *,
     specs: dict[str, tf.TensorSpec],
     index_blocks: IndexBlocks | None = None,
-    allocate: arenas.Allocate | None = None,
-    filled_rows: dict[str, np.ndarray] | None = None,
+    backing: Backing = IN_MEMORY,
+    filled: bool = False,
 ) -> tuple[Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset], arenas.Arena]:
     """fn(epoch, first) -> that epoch's `output_fn(batch)`s from batch `first` on, filling
     the arena or served from it; and the arena.
@@ -137,11 +139,11 @@ def arena_batches(
     permutation of the split drawn from (seed, epoch), which an empty arena (a resumed
     run) first fills for, in the record order, without output.
 
-    `blocks` give example dicts. `allocate` gives the arena its memory
-    (default: anonymous memory; see `placement`); `filled_rows` are rows already filled
-    (a persistent arena's file), served from the first epoch.
+    `blocks` give example dicts. `backing` gives the arena its memory (default:
+    anonymous memory; see `placement`); `filled`: its rows are all written already (a
+    persistent arena's file), served from the first epoch.
     """
-    arena = arenas.Arena(epochs.num_examples, _columns(specs), allocate, filled_rows=filled_rows)
+    arena = arenas.Arena(epochs.num_examples, _columns(specs), backing, filled=filled)
     key = arena.key
     shuffle = epochs.order.shuffle
 
@@ -334,25 +336,15 @@ class StoreReads:
 
     def __init__(
         self,
-        pictures: store.PictureCache,
+        cache: stores.Store,
         slots: records.Slots,
         features: dict[str, tf.TensorSpec],
         augment: Augment | None,
         seed: int,
-        allocate,
         sizes: Callable[[int], tuple[int, int]],
-        kept: dict[str, np.ndarray] | None = None,
     ):
-        """`sizes`: epoch -> output size (`epoch_sizes`); `kept`: the features' rows, if
-        they come from elsewhere (a persistent file); `allocate`: where the pictures'
-        memory came from (told once they are all written, if it asks)."""
-        if kept is None:
-            kept = {
-                k: np.zeros((len(pictures), *spec.shape), _numpy_dtype(spec.dtype))
-                for k, spec in features.items()
-            }
-        filling = allocate if hasattr(allocate, "filled") else None
-        self.store = stores.Store(pictures, slots.slots, kept, filling=filling, placed=allocate)
+        """`sizes`: epoch -> output size (`epoch_sizes`)."""
+        self.store = cache
         self.slots = slots
         self.keys = sorted(features)
         self.specs = features
@@ -435,13 +427,9 @@ def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
 
 
 def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray, np.ndarray]:
-    """(heights, widths) per slot of the pictures windows are drawn in: the stored
-    size when the dataset's is fixed, else one pass over the JPEG headers (and the
-    hook's windows); nothing is decoded."""
+    """(heights, widths) per slot of the pictures windows are drawn in, from one pass
+    over the JPEG headers (and the hook's windows); nothing is decoded."""
     n = len(slots.index)
-    stored = reading.features["image"].shape[:2]
-    if reading.parse_batch is not None and None not in stored:
-        return np.full(n, stored[0], np.int64), np.full(n, stored[1], np.int64)
     indexed = reading.records()
     if reading.parse_batch is not None:
         image_only = {"image": tf.io.FixedLenFeature([], tf.string)}
@@ -459,7 +447,7 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
             if boxes.shape[1]:
                 heights[slot], widths[slot] = boxes[i, 2], boxes[i, 3]
             else:
-                heights[slot], widths[slot] = augmented.picture_size(jpegs[i])
+                heights[slot], widths[slot] = jpeg_blocks.stored_size(jpegs[i])
     return heights, widths
 
 
@@ -469,65 +457,30 @@ def make_cache(reading: Reading) -> StoreReads:
     (no `augment`) and a read without a crop keep each picture at the output size."""
     size = augmented.output_size(reading)
     augment = reading.augment
-    crops = augment is not None and augment.crop is not None
     features = cached_features(reading)
     slots = reading.slots
-    n = len(slots.index)
     shorter_side = None  # The whole picture at the output size: no reference size needed.
-    if crops:
+    if augment is not None and augment.crop is not None:
         shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
     what = f"{reading.builder.info.full_name} {reading.split}" + (
         " (augment cache)" if augment is not None else ""
     )
-
-    def sizes():
-        if not crops:
-            return np.full(n, size[0]), np.full(n, size[1])
-        return reference_sizes(reading, slots)
-
-    if reading.cache.persist:
-        stored = stored_pictures.open_pictures(
-            pictures_origin(reading),
-            slots.index,
-            output_size=size,
-            shorter_side=shorter_side,
-            features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
-            sizes=sizes,
-            folder=reading.cache.folder,
-            budget=reading.cache.budget,
-            what=what,
-        )
-        if stored is not None:
-            return StoreReads(
-                stored.pictures,
-                slots,
-                features,
-                augment,
-                reading.seed,
-                stored.filling,
-                augmented.epoch_sizes(reading),
-                kept=stored.features,
-            )
-    heights, widths = sizes()
-    cache_h, cache_w = (
-        (heights, widths)
-        if shorter_side is None
-        else store.cache_size(heights, widths, shorter_side)
+    stored = tuple(reading.features["image"].shape[:2])
+    cache = open_store(
+        slots.index,
+        slots.slots,
+        output_size=size,
+        shorter_side=shorter_side,
+        features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
+        # A transform's window cuts each picture: its reference size is read per example.
+        stored_size=stored if reading.parse_batch is not None and None not in stored else None,
+        header_sizes=lambda: reference_sizes(reading, slots),
+        origin=pictures_origin(reading) if reading.cache.persist else None,
+        folder=reading.cache.folder,
+        budget=reading.cache.budget,
+        what=what,
     )
-    need = int(np.sum(np.asarray(cache_h, np.int64) * cache_w * 3))
-    allocate = placement.allocator(
-        need, what=what, cache_budget=reading.cache.budget, cache_dir=reading.cache.folder
-    )
-    pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
-    return StoreReads(
-        pictures,
-        slots,
-        features,
-        augment,
-        reading.seed,
-        allocate,
-        augmented.epoch_sizes(reading),
-    )
+    return StoreReads(cache, slots, features, augment, reading.seed, augmented.epoch_sizes(reading))
 
 
 def cached_batches(reading: Reading):
@@ -712,33 +665,31 @@ def pictures_origin(reading) -> stored_pictures.Origin:
     )
 
 
-def arena_rows(reading, specs: dict[str, tf.TensorSpec]):
-    """(allocate, filled_rows) for `reading`'s arena of `specs`: with `persist`, the rows
-    of a persistent file to serve (filled_rows) or a new persistent file to fill; else,
-    or where this run cannot persist, memory or disk rows (`placement`)."""
-    if not reading.cache.persist:
-        return arena_allocator(reading, specs), None
-    rows = stored_pictures.open_rows(
-        pictures_origin(reading),
-        reading.slots.index,
-        output_size=as_hw(reading.image_size),
-        features={k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()},
-        folder=reading.cache.folder,
-        budget=reading.cache.budget,
-        what=f"{reading.builder.info.full_name} {reading.split}",
-        decoder=f"tensorflow {tf.__version__}" if reading.service_address is not None else None,
-    )
-    if rows is None:
-        return arena_allocator(reading, specs), None
-    return rows.allocate, rows.filled
-
-
-def arena_allocator(reading, specs: dict[str, tf.TensorSpec]):
-    """Where the arena of examples of `specs` gets its rows: memory, or disk when they do
-    not fit the budget (one log line says so; no room at all: an error)."""
-    return placement.allocator(
+def arena_rows(reading, specs: dict[str, tf.TensorSpec]) -> tuple[Backing, bool]:
+    """(backing, filled) for `reading`'s arena of `specs`: with `persist`, the rows of a
+    persistent file to serve (filled) or a new persistent file to fill; else, or where
+    this run cannot persist, memory or disk rows (`placement`)."""
+    if reading.cache.persist:
+        rows = stored_pictures.open_rows(
+            pictures_origin(reading),
+            reading.slots.index,
+            output_size=as_hw(reading.image_size),
+            features={
+                k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()
+            },
+            folder=reading.cache.folder,
+            budget=reading.cache.budget,
+            what=f"{reading.builder.info.full_name} {reading.split}",
+            decoder=f"tensorflow {tf.__version__}" if reading.service_address is not None else None,
+        )
+        if rows is not None:
+            return rows.backing, rows.filled
+    # Memory, or disk when the rows do not fit the budget (one log line says so; no room
+    # at all: an error).
+    backing = placement.allocator(
         reading.num_examples * row_bytes(specs),
         what=f"{reading.builder.info.full_name} {reading.split}",
         cache_budget=reading.cache.budget,
         cache_dir=reading.cache.folder,
     )
+    return backing, False

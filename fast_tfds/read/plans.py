@@ -91,7 +91,7 @@ def _arena_of_examples(reading: Reading) -> MakeEpoch:
     arena (epoch 1); later epochs gather from the arena."""
     epochs = _arena_epochs(reading)
     specs = reading.examples().element_spec[1]
-    allocate, filled_rows = cached.arena_rows(reading, specs)
+    backing, filled = cached.arena_rows(reading, specs)
     index_blocks = None if reading.service_address else _index_blocks(reading, epochs.block)
     make_epoch, _ = cached.arena_batches(
         lambda epoch: reading.shuffled(reading.examples(epoch), epoch).batch(
@@ -100,8 +100,8 @@ def _arena_of_examples(reading: Reading) -> MakeEpoch:
         epochs,
         specs=specs,
         index_blocks=index_blocks,
-        allocate=allocate,
-        filled_rows=filled_rows,
+        backing=backing,
+        filled=filled,
     )
     return make_epoch
 

@@ -11,7 +11,8 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persisted, persistent_listing
+from fast_tfds.cache import persisted, persistent, persistent_listing
+from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
 SIZE = (16, 16)
@@ -114,6 +115,20 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
     assert not (tmp_path / "cache").exists()
 
 
+def store_of(opened: persisted.Stored, common: dict) -> Store:
+    """The store a back end makes of an opened file (slot = example index)."""
+    return Store(
+        opened.heights,
+        opened.widths,
+        common["output_size"],
+        common["shorter_side"],
+        common["features"],
+        lambda indices: indices,
+        opened.backing,
+        filled=opened.filled,
+    )
+
+
 @pytest.mark.parametrize("budget", [None, 1], ids=["in memory", "over budget"])
 def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_path, budget):
     n, rng = 6, np.random.default_rng(0)
@@ -126,10 +141,12 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         "budget": budget,
         "what": "toy train",
     }
-    stored = persisted.open_pictures(
+    opened = persisted.open_pictures(
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
-    assert stored is not None and stored.filling is not None
+    assert opened is not None and not opened.filled
+    assert isinstance(opened.backing, persistent.FileFill)
+    stored = store_of(opened, common)
     pictures = []
     for slot in reversed(range(n)):  # in any order
         view = stored.pictures.images.view(slot)
@@ -138,19 +155,21 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         stored.features["label"][slot] = 100 + slot
         stored.pictures.images.mark(slot)
     filled = stored.pictures.images.buffer
-    stored.filling.filled(filled)
-    stored.filling.writing.join(timeout=60)
-    assert stored.filling.fill.persisted
+    stored.when_filled()
+    opened.backing.writing.join(timeout=60)
+    assert opened.backing.persisted
     found = persistent_listing.find(tmp_path / "cache")
-    assert [(f.path, f.kind, f.problem) for f in found] == [(stored.path, "pictures", None)]
+    assert [(f.path, f.kind, f.problem) for f in found] == [(opened.path, "pictures", None)]
 
     def never():
         raise AssertionError("a served file needs no reference sizes")
 
-    served = persisted.open_pictures(
+    reopened = persisted.open_pictures(
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
-    assert served is not None and served.filling is None and served.path == stored.path
+    assert reopened is not None and reopened.filled and reopened.path == opened.path
+    assert isinstance(reopened.backing, persistent.ServedFile)
+    served = store_of(reopened, common)
     assert served.pictures.images.filled
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)
     np.testing.assert_array_equal(served.pictures.reference_widths, widths)

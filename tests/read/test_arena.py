@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fast_tfds.cache import arena
+from fast_tfds.cache import arena, memory
 from fast_tfds.cache import store as stores
 from fast_tfds.read import cached
 from tests.pairs import Output
@@ -42,10 +42,11 @@ def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stor
     before, held = _keys(), stores.bytes_held()
     ds = read(cats_data_dir)
     made = _new_store(before)
-    # Reserved up front for the whole split: each picture at the output size, in uint8.
+    # Reserved up front for the whole split: each picture at the output size, in uint8,
+    # its reference size and its label (int64s).
     assert len(made.store) == n and not made.store.filled
     assert made.pictures.uniform
-    assert stores.bytes_held() - held == made.nbytes == n * 224 * 224 * 3
+    assert stores.bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 3 * 8)
 
     stored["train"].check(epoch(ds))  # The fill.
     assert made.store.filled
@@ -158,21 +159,26 @@ def test_a_fill_whose_arena_is_gone_still_runs():
     assert arena.write(key, 1, 0, np.array([0, 1])) == 0
 
 
-def test_rows_come_from_the_allocation_given():
-    # Where the memory comes from is one function: rows on disk can take its place.
-    made = []
+def test_rows_come_from_the_backing_given_which_is_told_once_filled():
+    # Where the memory comes from is the backing: rows on disk can take its place.
+    made, told = [], []
 
-    def allocate(shape, dtype):
-        made.append((shape, np.dtype(dtype)))
-        return np.zeros(shape, dtype)
+    class Recorded(memory.InMemory):
+        def columns(self, wanted):
+            made.append(wanted)
+            return {k: np.zeros(shape, dtype) for k, (shape, dtype) in wanted.items()}
+
+        def filled(self, arrays, replace):
+            told.append(arrays)
 
     columns = {"label": arena.Column((), np.dtype(np.int64))}
-    store = arena.Arena(3, columns, allocate=allocate)
-    assert made == [((3,), np.dtype(np.int64))]
+    store = arena.Arena(3, columns, Recorded())
+    assert made == [{"label": ((3,), np.dtype(np.int64))}]
     assert store.begin()[0] == arena.FILL
     store.write(1, 0, np.array([7, 8, 9]))
     assert store.filled and store.begin()[0] == arena.SERVE
     np.testing.assert_array_equal(store.arrays["label"], [7, 8, 9])
+    assert len(told) == 1 and told[0] is store.arrays
 
 
 @pytest.mark.skipif(arena.MADVISE is None, reason="Linux only (MADV_POPULATE_WRITE)")
