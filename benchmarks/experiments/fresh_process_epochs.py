@@ -32,14 +32,13 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 import fast_tfds
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import memory
 
 
 def _huge_page_allocate(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """The arena's own allocation, with MADV_HUGEPAGE on its (page-aligned) mapping."""
     array = _ALLOCATE(shape, dtype)
-    arenas.MADVISE(array.ctypes.data, array.nbytes, mmap.MADV_HUGEPAGE)
+    memory.MADVISE(array.ctypes.data, array.nbytes, mmap.MADV_HUGEPAGE)
     return array
 
 

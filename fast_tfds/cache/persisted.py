@@ -33,7 +33,7 @@ from absl import logging
 from fast_tfds.cache import disk_rows, persistent, placement, remote_files
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache.memory import Backing
-from fast_tfds.cache.store import HEIGHTS, PICTURES, WIDTHS
+from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
 from fast_tfds.core import jpeg_blocks
 
 KIND = "pictures"

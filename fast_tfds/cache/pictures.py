@@ -28,9 +28,13 @@ import threading
 
 import numpy as np
 
-from fast_tfds.cache.memory import allocate_in_memory
+from fast_tfds.cache.memory import Wanted, allocate_in_memory
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
+
+# The picture column's names in a table: the pictures' bytes, and per slot the size
+# windows are drawn in (a persistent file keeps them under these names).
+PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 
 def default_shorter_side(output_size: tuple[int, int]) -> int:
@@ -81,6 +85,58 @@ class RaggedLayout:
         return int(self.offsets[-1] + self.heights[-1] * self.widths[-1] * 3)
 
 
+class Written:
+    """Which slots of a table are written: one flag per slot (`flags`), and their count.
+    A slot stays written: a fill that stops half-way leaves its slots served, and the
+    next fill writes the rest."""
+
+    def __init__(self, count: int, written: bool = False):
+        self.flags = np.full(count, written, bool)
+        self._count = count if written else 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.flags)
+
+    @property
+    def filled(self) -> bool:
+        return self._count == len(self.flags)
+
+    def mark(self, slots) -> None:
+        """`slots` (one, or an array of distinct ones) are written."""
+        with self._lock:
+            if np.ndim(slots) == 0:
+                if not self.flags[slots]:
+                    self.flags[slots] = True
+                    self._count += 1
+                return
+            fresh = np.asarray(slots)[~self.flags[slots]]
+            self.flags[fresh] = True
+            self._count += len(fresh)
+
+
+@dataclasses.dataclass(frozen=True)
+class PictureSizes:
+    """What a table's picture column is laid out by (see `PictureCache`)."""
+
+    reference_heights: np.ndarray
+    reference_widths: np.ndarray
+    output_size: tuple[int, int]
+    shorter_side: int | None
+
+    def columns(self) -> Wanted:
+        """The table's columns of the pictures: their bytes, and their reference sizes."""
+        n = len(np.asarray(self.reference_heights).reshape(-1))
+        nbytes = cache_bytes(
+            self.reference_heights, self.reference_widths, self.output_size, self.shorter_side
+        )
+        return {
+            PICTURES: ((nbytes,), np.dtype(np.uint8)),
+            HEIGHTS: ((n,), np.dtype(np.int64)),
+            WIDTHS: ((n,), np.dtype(np.int64)),
+        }
+
+
 class RaggedImages:
     """The pictures of `layout` in one buffer, each written once (`put` or `view` +
     `mark`), then read as [h, w, 3] views (`image`).
@@ -89,8 +145,8 @@ class RaggedImages:
     (an iterator dropped in epoch 1) leaves the written ones served and the rest
     decoded when they come again.
 
-    `buffer`: the pictures' memory (default: anonymous memory); `written`: every picture
-    in it is written already (a persistent cache's file).
+    `buffer`: the pictures' memory (default: anonymous memory); `written`: which are
+    written (a table's, shared with its other columns; default: none yet).
     """
 
     def __init__(
@@ -98,7 +154,7 @@ class RaggedImages:
         layout: RaggedLayout,
         buffer: np.ndarray | None = None,
         *,
-        written: bool = False,
+        written: Written | None = None,
     ):
         self.layout = layout
         self.buffer = allocate_in_memory((layout.nbytes,), np.uint8) if buffer is None else buffer
@@ -107,9 +163,8 @@ class RaggedImages:
                 f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
                 f"not uint8[{layout.nbytes}]"
             )
-        self.written = np.full(len(layout), written, bool)
-        self._lock = threading.Lock()
-        self._count = len(layout) if written else 0
+        self._written = Written(len(layout)) if written is None else written
+        self.written = self._written.flags
 
     def __len__(self) -> int:
         return len(self.layout)
@@ -121,7 +176,7 @@ class RaggedImages:
     @property
     def filled(self) -> bool:
         """Whether every picture is written."""
-        return self._count == len(self)
+        return self._written.filled
 
     def shape(self, i: int) -> tuple[int, int]:
         return int(self.layout.heights[i]), int(self.layout.widths[i])
@@ -134,10 +189,7 @@ class RaggedImages:
 
     def mark(self, i: int) -> None:
         """Picture i is written (after its pixels are in its view)."""
-        with self._lock:
-            if not self.written[i]:
-                self.written[i] = True
-                self._count += 1
+        self._written.mark(i)
 
     def put(self, i: int, picture: np.ndarray) -> None:
         self.view(i)[...] = picture
@@ -178,7 +230,7 @@ class PictureCache:
         shorter_side: int | None,
         buffer: np.ndarray | None = None,
         *,
-        written: bool = False,
+        written: Written | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)

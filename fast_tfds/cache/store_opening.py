@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fast_tfds.cache import persisted, placement
-from fast_tfds.cache.pictures import cache_bytes
+from fast_tfds.cache.pictures import PictureSizes, cache_bytes
 from fast_tfds.cache.store import Store
 
 
@@ -46,21 +46,29 @@ def open_store(
             return np.full(n, stored_size[0]), np.full(n, stored_size[1])
         return header_sizes()  # Sizes vary (or a hook's window cuts each).
 
-    layout = {"output_size": output_size, "shorter_side": shorter_side, "features": features}
     if origin is not None:
         opened = persisted.open_pictures(
-            origin, slot_examples, **layout, sizes=sizes, folder=folder, budget=budget, what=what
+            origin,
+            slot_examples,
+            output_size=output_size,
+            shorter_side=shorter_side,
+            features=features,
+            sizes=sizes,
+            folder=folder,
+            budget=budget,
+            what=what,
         )
         if opened is not None:
             return Store(
-                opened.heights,
-                opened.widths,
-                **layout,
-                slot_of=slot_of,
-                backing=opened.backing,
+                n,
+                features,
+                slot_of,
+                opened.backing,
+                pictures=PictureSizes(opened.heights, opened.widths, output_size, shorter_side),
                 filled=opened.filled,
             )
     heights, widths = sizes()
     need = cache_bytes(heights, widths, output_size, shorter_side)
     backing = placement.allocator(need, what=what, cache_budget=budget, cache_dir=folder)
-    return Store(heights, widths, **layout, slot_of=slot_of, backing=backing)
+    pictures = PictureSizes(heights, widths, output_size, shorter_side)
+    return Store(n, features, slot_of, backing, pictures=pictures)

@@ -146,13 +146,13 @@ def served(reopen: dict) -> stores.Store:
             "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
         )
     cache = stores.Store(
-        stored.heights,
-        stored.widths,
-        reopen["output_size"],
-        reopen["shorter_side"],
+        len(reopen["slot_examples"]),
         reopen["features"],
         _slot_of(reopen["shard_index"], reopen["shard_count"]),
         stored.backing,
+        pictures=store.PictureSizes(
+            stored.heights, stored.widths, reopen["output_size"], reopen["shorter_side"]
+        ),
         filled=True,
     )
     # Pickled to worker processes: the file is mapped again there (the page cache

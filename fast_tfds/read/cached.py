@@ -44,7 +44,6 @@ import tensorflow as tf
 
 from fast_tfds.augment import step
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
@@ -127,7 +126,7 @@ def arena_batches(
     index_blocks: IndexBlocks | None = None,
     backing: Backing = IN_MEMORY,
     filled: bool = False,
-) -> tuple[Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset], arenas.Arena]:
+) -> tuple[Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset], stores.Store]:
     """fn(epoch, first) -> that epoch's `output_fn(batch)`s from batch `first` on, filling
     the arena or served from it; and the arena.
 
@@ -143,33 +142,35 @@ def arena_batches(
     anonymous memory; see `placement`); `filled`: its rows are all written already (a
     persistent arena's file), served from the first epoch.
     """
-    arena = arenas.Arena(epochs.num_examples, _columns(specs), backing, filled=filled)
-    key = arena.key
+    arena = stores.Store(epochs.num_examples, _columns(specs), None, backing, filled=filled)
+    key = stores.register(arena)
     shuffle = epochs.order.shuffle
 
     def begin(epoch):
         streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
-        state = tf.numpy_function(
-            lambda streamed: arenas.begin(key, bool(streamed)), [streamed], tf.int64, stateful=True
+        mode = tf.numpy_function(
+            lambda streamed: stores.live(key).begin(bool(streamed)),
+            [streamed],
+            tf.int64,
+            stateful=True,
         )
-        return tf.ensure_shape(state, [2])
+        return tf.ensure_shape(mode, [])
 
     def one_epoch(epoch, first):
-        state = begin(epoch)
-        mode, generation = state[0], state[1]
+        mode = begin(epoch)
         # take(0) gets an empty iterator: the branch not taken is never set up,
         # so a served epoch starts without opening the shard files.
-        fill_count = tf.where(mode == arenas.FILL, tf.constant(-1, tf.int64), 0)
-        quiet_count = tf.where(mode == arenas.FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == arenas.FILL, tf.constant(0, tf.int64), -1)
-        filled = _fill(blocks(epoch), arena, epochs, generation)
+        fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
+        quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
+        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
+        filled = _fill(blocks(epoch), arena, key, epochs)
         filled = filled.skip(first)  # Skipped batches are written all the same.
         # The served part looks up the rows when it starts: after a fill before it.
         served = tf.data.Dataset.from_tensors(0).flat_map(
-            lambda _: _serve(arena, specs, epochs, epoch, first, index_blocks)
+            lambda _: _serve(arena, key, specs, epochs, epoch, first, index_blocks)
         )
         quiet = nothing_of(
-            _fill(blocks(None), arena, epochs, generation, output=False),
+            _fill(blocks(None), arena, key, epochs, output=False),
             served.element_spec,
         )
         return (
@@ -197,26 +198,26 @@ def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
     return sum(spec.shape.num_elements() * spec.dtype.size for spec in specs.values())
 
 
-def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, arenas.Column]:
+def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
     return {
-        k: arenas.Column(tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
+        k: (tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
         for k, spec in specs.items()
     }
 
 
-def _fill(blocks, arena, epochs: ArenaEpochs, generation, output=True):
+def _fill(blocks, arena, key, epochs: ArenaEpochs, output=True):
     """The blocks, each written at its examples' rows, then (`output`) converted.
 
     The output conversion (`output_fn`) runs in the same function as the write: one
     pipeline stage less per batch.
     """
     batch_size = epochs.batching.batch_size
-    key = arena.key  # By key, not the arena itself: TensorFlow keeps the callable for good.
+    # By key, not the arena itself: TensorFlow keeps the callable for good.
 
     def store(indices, batch):
         done = tf.numpy_function(
-            lambda *args: arenas.write(key, *args),
-            [generation, epochs.rows_of(indices), *(batch[k] for k in arena.keys)],
+            lambda *args: stores.write(key, *args),
+            [epochs.rows_of(indices), *(batch[k] for k in arena.keys)],
             tf.int64,
             stateful=True,
         )
@@ -241,11 +242,11 @@ def _fill(blocks, arena, epochs: ArenaEpochs, generation, output=True):
     return ds
 
 
-def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.data.Dataset:
+def _serve(arena, key, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.data.Dataset:
     """Batches gathered from the filled arena, from batch `first` on: unshuffled, in
     row order (the record order); epoch 0, in the order it streamed (`index_blocks`);
     later epochs, in a permutation of the split drawn from (seed, epoch)."""
-    key, n, batch_size = arena.key, epochs.num_examples, epochs.batching.batch_size
+    n, batch_size = epochs.num_examples, epochs.batching.batch_size
     block = epochs.block
     # The arena reaches the graph through a numpy_function, once per served epoch:
     # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
@@ -254,7 +255,10 @@ def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.
     tensors = {
         k: tf.ensure_shape(
             tf.numpy_function(
-                lambda feature: arenas.rows(key, feature), [k], spec.dtype, stateful=True
+                lambda feature: stores.live(key).features[feature.decode()],
+                [k],
+                spec.dtype,
+                stateful=True,
             ),
             [n, *spec.shape],
         )
@@ -269,8 +273,8 @@ def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.
     count = batches_per_epoch(n, block, drop)
     ahead = None
     if arena.reads_ahead:
-        block_bytes = block * sum(a.strides[0] for a in arena.arrays.values())
-        ahead = max(1, -(-READ_AHEAD_BYTES // max(block_bytes, 1)))
+        block_bytes = block * arena.nbytes / max(n, 1)
+        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block_bytes, 1))))
     skip = first if batch_size is not None else tf.constant(0, tf.int64)
 
     def permuted(i):
@@ -301,7 +305,7 @@ def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.
         start = tf.where(i == skip, skip * block, (i + ahead) * block)
         coming = order[start : (i + ahead + 1) * block]
         asked = tf.numpy_function(
-            lambda rows: arenas.read_ahead(key, rows), [coming], tf.int64, stateful=True
+            lambda rows: stores.read_ahead(key, rows), [coming], tf.int64, stateful=True
         )
         with tf.control_dependencies([asked]):
             return epochs.output_fn({k: tf.identity(v) for k, v in batch.items()})
@@ -383,9 +387,8 @@ class StoreReads:
         self.store.when_filled()
         return slots
 
-    def read_ahead(self, slots) -> np.int64:
+    def read_ahead(self, slots) -> None:
         self.store.read_ahead(slots)
-        return np.int64(0)
 
     def serve(self, epoch, slots) -> list[np.ndarray]:
         """[images, *features] of store slots `slots`, augmented for `epoch`."""
@@ -540,7 +543,10 @@ def cached_batches(reading: Reading):
             # Pictures on disk: ask for those `ahead` blocks on (the first call: up to there).
             start = tf.where(i == skip, skip * block, (i + ahead) * block)
             asked = tf.numpy_function(
-                _read_ahead(key), [order[start : (i + ahead + 1) * block]], tf.int64, stateful=True
+                lambda slots: stores.read_ahead(key, slots),
+                [order[start : (i + ahead + 1) * block]],
+                tf.int64,
+                stateful=True,
             )
             with tf.control_dependencies([asked]):
                 return tf.identity(rows)
@@ -626,14 +632,6 @@ def cached_batches(reading: Reading):
 FILL, SERVE, FILL_THEN_SERVE = stores.FILL, stores.SERVE, stores.FILL_THEN_SERVE
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
-
-
-def _read_ahead(key: int):
-    def read_ahead(slots):
-        reads = stores.find(key)
-        return np.int64(0) if reads is None else reads.read_ahead(slots)
-
-    return read_ahead
 
 
 def _fixed_window(box) -> Callable | None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fast_tfds.cache import persisted, persistent, persistent_listing
+from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
@@ -117,15 +118,12 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
 
 def store_of(opened: persisted.Stored, common: dict) -> Store:
     """The store a back end makes of an opened file (slot = example index)."""
+    pictures = PictureSizes(
+        opened.heights, opened.widths, common["output_size"], common["shorter_side"]
+    )
+    n = len(opened.heights)
     return Store(
-        opened.heights,
-        opened.widths,
-        common["output_size"],
-        common["shorter_side"],
-        common["features"],
-        lambda indices: indices,
-        opened.backing,
-        filled=opened.filled,
+        n, common["features"], None, opened.backing, pictures=pictures, filled=opened.filled
     )
 
 

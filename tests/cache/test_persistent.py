@@ -1,6 +1,6 @@
 """The persistent arena's file without TensorFlow: fill, header checks, the key's lock.
 
-An `Arena` over plain numpy columns is filled with a `persistent.FileFill` backing as the
+A table of fixed columns (`Store`) is filled with a `persistent.FileFill` backing as the
 reader fills it (batches written at their rows, in any order), then opened again as
 another run would open it. Every byte of the header is flipped in turn: each flip is
 caught at open.
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import persistent, persistent_listing
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
+from fast_tfds.cache.store import Store
 
 N = 37
 KEY = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
@@ -45,9 +45,7 @@ def fill(
     `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
     opened = open_toy(folder, key, read_ahead=read_ahead)
     assert opened.rows is None and opened.fill is not None
-    columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
-    arena = arenas.Arena(N, columns, opened.fill)
-    _, generation = arena.begin()
+    arena = Store(N, COLUMNS, None, opened.fill)
     data = rows()
     filled = arena.arrays
     starts = list(range(0, N, 8))[::-1]
@@ -55,7 +53,7 @@ def fill(
         if stop_after is not None and i == stop_after:
             return opened
         stop = min(start + 8, N)
-        arena.write(generation, start, *(data[k][start:stop] for k in arena.keys))
+        arena.write(np.arange(start, stop), *(data[k][start:stop] for k in arena.keys))
     assert arena.filled
     opened.fill.writing.join(timeout=60)
     if not read_ahead:  # Filled in memory, then served from the file's mapping.
