@@ -114,7 +114,7 @@ def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.D
     if batch_size is None:
         return ds.unbatch().map(reading.output_fn)
     if reading.batching.drop_remainder and not dropped:
-        ds = ds.filter(lambda batch: tf.shape(batch["image"])[0] == batch_size)
+        ds = ds.filter(lambda batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
     if reading.batching.drop_remainder:
         ds = ds.map(
             lambda batch: tf.nest.map_structure(
