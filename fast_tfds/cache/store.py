@@ -221,7 +221,7 @@ _live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def register(cache: Any) -> int:
-    """A key for `cache` (anything with `nbytes`: an `arena.Arena`, a reader's store)
+    """A key for `cache` (anything with `nbytes`: a `Store`, a reader's wiring of one)
     that functions kept by TensorFlow can hold without keeping the cache alive."""
     _live[id(cache)] = cache
     return id(cache)
