@@ -32,17 +32,17 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 import fast_tfds
-from fast_tfds.cache import arena as arenas
+from fast_tfds.cache import memory
 
 
 def _huge_page_allocate(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """The arena's own allocation, with MADV_HUGEPAGE on its (page-aligned) mapping."""
     array = _ALLOCATE(shape, dtype)
-    arenas.MADVISE(array.ctypes.data, array.nbytes, mmap.MADV_HUGEPAGE)
+    memory.MADVISE(array.ctypes.data, array.nbytes, mmap.MADV_HUGEPAGE)
     return array
 
 
-_ALLOCATE = arenas.allocate_in_memory
+_ALLOCATE = memory.allocate_in_memory
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--thp", action="store_true", help="MADV_HUGEPAGE on the arena")
     args = parser.parse_args()
     if args.thp:
-        arenas.allocate_in_memory = _huge_page_allocate
+        memory.allocate_in_memory = _huge_page_allocate  # What `memory.IN_MEMORY` calls.
     ds = cats_vs_dogs_fast.as_fast_dataset(
         "train",
         data_dir=args.data_dir,

@@ -1,15 +1,16 @@
 """The decoded-image caches, in one place for both back ends.
 
-- `pictures`: the picture store's pixels, each example's decoded picture by slot, in
-  one flat buffer; fixed rows when every picture is the output size. `store`: the
-  store's state, one class for both back ends (slots, kept features, what is written,
-  what an epoch does), and the registry of every cache. The serving step that cuts
-  batches from it is `fast_tfds.augment.step`; `fast_tfds.read.cached` wires the store
-  into tf.data, `fast_tfds.loader.cached` into Grain. A plain read and an augmented one
-  use the same store.
-- `arena`: the fallback's arena of examples, one block of rows per feature for
-  examples decoded elsewhere (a transform, the tf.data service), plain numpy.
-- `memory`: where a cache's memory comes from (anonymous memory by default).
+- `store`: the slot table, one class for every cache of both back ends: fixed columns by
+  slot, optionally a picture column (`pictures`: each example's decoded picture in one
+  flat buffer; fixed rows when every picture is the output size), which slots are
+  written, what an epoch does; and the registry of every cache. The picture store (a
+  plain or augmented read) and the fallback's arena of examples (examples decoded
+  elsewhere: a transform, the tf.data service) are both such tables. The serving step
+  that cuts batches from a picture store is `fast_tfds.augment.step`;
+  `fast_tfds.read.cached` wires tables into tf.data, `fast_tfds.loader.cached` into
+  Grain; `store_opening` opens a picture store the same way for both.
+- `memory`: where a table's columns live, one interface (`Backing`) for memory, rows on
+  disk and the persistent file; anonymous memory by default.
 - Where its rows live: `memory_budget` finds what the process may use (cgroup limits,
   MemAvailable), `placement` puts the rows in memory when they fit that budget and
   otherwise in `disk_rows`, a memory-mapped file on disk.

@@ -95,34 +95,31 @@ def write_back(array: np.ndarray) -> None:
             region.madvise(mmap.MADV_RANDOM)
 
 
-def read_ahead(array: np.ndarray, rows: np.ndarray) -> None:
-    """Asks the kernel to start reading `rows` of an `allocate`d array from its file.
+def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
+    """Asks the kernel to start reading byte spans of a column of a mapped file (offsets
+    into `array`, and lengths): the rows, or the pictures, a served epoch gathers next.
 
     A served epoch gathers rows in a random order; those the page cache no longer
     holds would each be read when the gather faults on them, one at a time. Asked
     for a few batches ahead (MADV_WILLNEED), they are read in the background, many
-    at once, while the batches before them are gathered.
+    at once, while the batches before them are gathered. `array` may be any column
+    of the mapping (a persistent file's columns lie at their own offsets).
     """
-    rows = np.asarray(rows, np.int64).ravel()
-    row_bytes = array.strides[0]
-    read_ahead_spans(array, rows * row_bytes, np.full(len(rows), row_bytes))
-
-
-def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
-    """`read_ahead` of byte spans (offsets into the file, and lengths): the pictures of a
-    store, each at its own offset and size."""
     region = _region(array)
     if region is None or not hasattr(mmap, "MADV_WILLNEED"):
         return
+    offset = array.ctypes.data - np.frombuffer(region, np.uint8, count=1).ctypes.data
     for start, length in zip(
         np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
     ):
+        start += offset
         aligned = start - start % mmap.PAGESIZE
         region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
 
 
 def _region(array: np.ndarray) -> mmap.mmap | None:
-    """The mapping an `allocate`d array (not a slice of one) views, from offset 0."""
+    """The mapping an array over a file views (an `allocate`d one, or a persistent file's
+    column), or None."""
     base = array
     while isinstance(base, np.ndarray):
         base = base.base

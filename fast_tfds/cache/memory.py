@@ -1,27 +1,74 @@
-"""Where a cache's memory comes from: one function (`Allocate`), anonymous memory by
-default, so that rows on disk (a memory-mapped file of the same layout) or a persistent
-file can take its place (see `placement` and `persisted`)."""
+"""Where a cache's columns live: one interface (`Backing`) that every cache asks for its
+memory and tells once it is filled, implemented by anonymous memory (`InMemory`), rows on
+disk (`placement.DiskRows`) and the persistent file (`persistent.FileFill` while it is
+filled, `persistent.ServedFile` once it is complete)."""
 
 from __future__ import annotations
 
+import abc
+import ctypes
 import mmap
+import sys
 from collections.abc import Callable
 
 import numpy as np
 
-# fn(shape, dtype) -> a zero-initialised array of that shape, the memory behind a column.
-# It may also have a method `filled(array)`, called once the fill has written every row,
-# and `read_ahead(array, rows)`, called a few batches before served epochs gather those
-# rows (rows on disk write themselves back, and are read ahead: see `placement`).
-# An allocator of whole arenas (one file for every column: `persistent.FileFill`) has
-# `columns({key: (shape, dtype)}) -> {key: array}` instead, and may have
-# `complete(arrays, replace)`, called instead of `filled` once every row is written;
-# `replace(old, new)` (`Arena.replace_rows`) may later swap in rows of the same content.
-Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+# {column name: (shape, dtype)}: the arrays a cache asks its backing for.
+Wanted = dict[str, tuple[tuple[int, ...], np.dtype]]
+# replace(old, new) -> whether `old` (the arrays a backing gave) were still the ones served,
+# and so are now `new` (the same rows, elsewhere: the persistent file's mapping).
+Replace = Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], bool]
+
+
+class Backing(abc.ABC):
+    """The memory behind a cache's columns, and what happens to it once every row is
+    written. A cache asks `columns` once, writes its rows, calls `filled` once they are all
+    written, and while serving asks `read_ahead` for what it gathers next if `reads_ahead`.
+    """
+
+    @abc.abstractmethod
+    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+        """The arrays for `wanted` (zero-initialised, or the rows of a complete file)."""
+
+    @abc.abstractmethod
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+        """Every row of `arrays` (what `columns` gave) is written: rows on disk are
+        written back, a persistent file is written out; `replace` may later be called to
+        serve the same rows from elsewhere."""
+
+    @property
+    @abc.abstractmethod
+    def reads_ahead(self) -> bool:
+        """Whether served epochs should ask for their rows ahead (rows on disk)."""
+
+    @abc.abstractmethod
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
+        """Asks for the byte spans (`starts`, `lengths`: offsets into `array`) of a column,
+        a few batches before a served epoch gathers them."""
+
+
+class InMemory(Backing):
+    """Anonymous memory: nothing to do once filled, nothing to read ahead."""
+
+    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+        return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
+
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+        pass
+
+    @property
+    def reads_ahead(self) -> bool:
+        return False
+
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
+        pass
+
+
+IN_MEMORY = InMemory()
 
 
 def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A [*shape] array over an anonymous mapping of its own.
+    """A [*shape] array over an anonymous mapping of its own (objects: a plain array).
 
     Address space only: no memory is used until epoch 1 writes it, and the mapping is
     unmapped when the array (and every tensor that shares it) goes. Pages are the
@@ -29,8 +76,45 @@ def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     fill slower (see docs/design.md).
     """
     dtype = np.dtype(dtype)
+    if dtype.hasobject:  # Values of any kind (the loader's targets) live in the heap.
+        return np.empty(shape, dtype)
     count = int(np.prod(shape))
     region = mmap.mmap(
         -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     )
     return np.frombuffer(region, dtype, count=count).reshape(shape)
+
+
+# -- backing the rows before they are written ----------------------------------------
+
+
+def _madvise() -> Callable[[int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None).madvise  # A refusal is ignored: see prefault.
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return madvise
+
+
+MADVISE = _madvise()
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14; older kernels answer EINVAL.
+
+
+def prefault(rows: np.ndarray) -> None:
+    """Backs the pages of `rows` with memory in one system call, right before the block
+    is written there (by the thread that writes it, the GIL released).
+
+    Otherwise each new 4 KiB page is a page fault of its own when the decoder first
+    writes it (dozens per image); one MADV_POPULATE_WRITE per block does the same work
+    without a trap per page, and the fill takes less CPU (docs/design.md). It runs in the writing
+    thread, not ahead of it in another one, where it would compete with decoding for
+    the cores. Where the call is unavailable, the writes fault the pages in as before.
+    """
+    if MADVISE is None or rows.nbytes == 0:
+        return
+    start = rows.ctypes.data
+    aligned = start - start % mmap.PAGESIZE
+    MADVISE(aligned, start + rows.nbytes - aligned, _MADV_POPULATE_WRITE)

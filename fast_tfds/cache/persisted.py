@@ -26,23 +26,19 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from absl import logging
 
 from fast_tfds.cache import disk_rows, fingerprint, persistent, placement
 from fast_tfds.cache import pictures as store
+from fast_tfds.cache.memory import Backing
+from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
 from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import jpeg_blocks
 
 KIND = "pictures"
-PICTURES, HEIGHTS, WIDTHS, FEATURE = (
-    "pictures",
-    "reference_heights",
-    "reference_widths",
-    "feature/",
-)
+FEATURE = "feature/"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,13 +169,14 @@ def key(
 
 @dataclasses.dataclass
 class Stored:
-    """The pictures and per-slot features of a persistent file: served (`filling` None,
-    every picture written) or being filled, with `filling.filled(buffer)` to call once
-    every picture is written."""
+    """A picture store's persistent file: its `backing` (a `persistent.ServedFile`, every
+    column written: `filled`; or a `persistent.FileFill` being filled) and the reference
+    sizes per slot its layout is made from."""
 
-    pictures: store.PictureCache
-    features: dict[str, np.ndarray]
-    filling: Any
+    backing: Backing
+    heights: np.ndarray
+    widths: np.ndarray
+    filled: bool
     path: Path
 
 
@@ -195,7 +192,7 @@ def open_pictures(
     budget: int | None,
     what: str,
 ) -> Stored | None:
-    """The cache of `slot_examples` from its persistent file in `folder`, or a new file to
+    """The store of `slot_examples` from its persistent file in `folder`, or a new file to
     fill; None when this run caches as without persist (one log line said why: strings
     or nested targets, shards not local, another process filling, a read-only folder).
 
@@ -234,24 +231,13 @@ def open_pictures(
         return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
 
     folder = disk_rows.default_folder() if folder is None else folder
-    opened = persistent.open_or_plan(folder, made, plan, what=what)
+    names = _file_names(features)
+    opened = persistent.open_or_plan(folder, made, plan, what=what, names=names)
     if opened.rows is not None:
-        return _served(opened.rows, output_size, shorter_side, features, opened.path)
-    if opened.allocate is None:
+        return _served(opened.rows, features, opened.path)
+    if opened.fill is None:
         return None
-    fill = opened.allocate
-    arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
-    arrays[HEIGHTS][...] = planned["heights"]
-    arrays[WIDTHS][...] = planned["widths"]
-    pictures = store.PictureCache(
-        planned["heights"],
-        planned["widths"],
-        output_size,
-        shorter_side,
-        lambda _shape, _dtype: arrays[PICTURES],
-    )
-    kept = {k: arrays[FEATURE + k] for k in features}
-    return Stored(pictures, kept, _Completion(fill, arrays, pictures, kept), opened.path)
+    return Stored(opened.fill, planned["heights"], planned["widths"], False, opened.path)
 
 
 def serve_pictures(
@@ -276,49 +262,17 @@ def serve_pictures(
     rows, why = persistent.open_served(folder, made)
     if rows is None:
         return None, f"{persistent.file_name(made)} {why}"
-    return _served(
-        rows, output_size, shorter_side, features, Path(folder) / persistent.file_name(made)
-    ), ""
+    return _served(rows, features, Path(folder) / persistent.file_name(made)), ""
 
 
-def _served(rows, output_size, shorter_side, features, path) -> Stored:
-    pictures = store.PictureCache(
-        rows[HEIGHTS], rows[WIDTHS], output_size, shorter_side, filled=rows[PICTURES]
-    )
-    return Stored(pictures, {k: rows[FEATURE + k] for k in features}, None, path)
+def _served(rows, features, path) -> Stored:
+    backing = persistent.ServedFile(rows, _file_names(features))
+    return Stored(backing, rows[HEIGHTS], rows[WIDTHS], True, path)
 
 
-class _Completion:
-    """What a cache being filled calls `filled(buffer)` on once every picture is written
-    (as it does rows on disk): the file is then written out, checked and made the
-    persistent cache in a thread of its own (`FileFill.complete`), and this process
-    serves from its mapping afterwards, so that it too shares the page cache's copy."""
-
-    def __init__(self, fill, arrays, pictures: store.PictureCache, features: dict):
-        self.fill, self.arrays = fill, arrays
-        self.pictures, self.features = pictures, features
-
-    def __call__(self, shape, dtype) -> np.ndarray:
-        raise TypeError("a persistent picture cache allocates its columns at once")
-
-    def filled(self, _buffer) -> None:
-        self.fill.complete(self.arrays, self._replace)
-
-    @property
-    def writing(self):
-        """The thread writing the file out, once filled (None before)."""
-        return self.fill.writing
-
-    def _replace(self, old: dict, new: dict) -> bool:
-        if old is not self.arrays:
-            return False
-        # The same bytes, now from the file: each swap is one reference, atomic for
-        # the threads that serve meanwhile.
-        self.pictures.images.buffer = new[PICTURES]
-        for name in self.features:
-            self.features[name] = new[FEATURE + name]
-        self.arrays = new  # The filled memory goes with its last batch.
-        return True
+def _file_names(features) -> dict[str, str]:
+    """The file's name of each kept feature (the store's other columns keep theirs)."""
+    return {k: FEATURE + k for k in features}
 
 
 # -- the arena's rows in the same file ---------------------------------------------
@@ -327,11 +281,11 @@ class _Completion:
 @dataclasses.dataclass
 class Rows:
     """Where a fixed-row cache (the tf.data reader's arena) gets its rows from its
-    persistent file: `filled` rows to serve, or `allocate` (an `arena.Allocate` of
-    whole arenas) filling a new file."""
+    persistent file: its `backing`, the file's rows to serve (`filled`) or a new file to
+    fill."""
 
-    filled: dict[str, np.ndarray] | None
-    allocate: Any
+    backing: Backing
+    filled: bool
     path: Path
 
 
@@ -363,6 +317,7 @@ def open_rows(
         made,
         lambda: (n, columns, over),
         what=what,
+        names=_file_names(features),
     )
     return _rows(opened, features, over)
 
@@ -389,63 +344,11 @@ def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple
 
 
 def _rows(opened, kept, over) -> Rows | None:
-    names = _ArenaNames(kept)
+    names = _file_names(kept)
     if opened.rows is not None:
-        try:
-            filled = names.arena(opened.rows)
-        except KeyError:  # The key names the layout; a mismatch is a damaged file.
-            return None
-        return Rows(filled, persistent.ReadAhead() if over else None, opened.path)
-    if opened.allocate is None:
+        if any(name not in opened.rows for name in names.values()):
+            return None  # The key names the layout; a mismatch is a damaged file.
+        return Rows(persistent.ServedFile(opened.rows, names, reads_ahead=over), True, opened.path)
+    if opened.fill is None:
         return None
-    return Rows(None, _ArenaFill(opened.allocate, names), opened.path)
-
-
-@dataclasses.dataclass(frozen=True)
-class _ArenaNames:
-    """The arena's columns as views of the file's: each feature/<name> as <name>."""
-
-    kept: dict
-
-    def arena(self, file: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {k: file[FEATURE + k] for k in self.kept}
-
-
-class _ArenaFill:
-    """An `arena.Allocate` of whole arenas over a `persistent.FileFill` of the file's
-    columns: the arena writes its rows straight into the file's (no copy), and once it
-    is filled the file is written out and served from its mapping (`complete`)."""
-
-    def __init__(self, fill, names: _ArenaNames):
-        self.fill, self.names = fill, names
-        self._current: tuple[dict, dict] | None = None  # (the arena's views, the file's)
-        if hasattr(fill, "read_ahead"):
-            self.read_ahead = fill.read_ahead
-
-    def __call__(self, shape, dtype) -> np.ndarray:
-        raise TypeError("a persistent arena allocates its columns at once")
-
-    def columns(self, wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
-        layout = self.fill.layout
-        file = self.fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in layout.columns})
-        arena = self.names.arena(file)
-        self._current = (arena, file)
-        return arena
-
-    def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
-        if self._current is None or arrays is not self._current[0]:
-            return
-        arena, file = self._current
-
-        def swap(old: dict, new: dict) -> bool:
-            return old is file and replace is not None and replace(arena, self.names.arena(new))
-
-        self.fill.complete(file, swap)
-
-    @property
-    def writing(self):
-        return self.fill.writing
-
-    @property
-    def persisted(self) -> bool:
-        return self.fill.persisted
+    return Rows(opened.fill, False, opened.path)

@@ -52,8 +52,8 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import disk_rows, housekeeping
+from fast_tfds.cache.memory import Backing, Replace, Wanted, allocate_in_memory
 from fast_tfds.cache.persistent_format import (
     BadFile,
     Layout,
@@ -83,12 +83,13 @@ def file_name(key: dict) -> str:
 
 @dataclasses.dataclass
 class Opened:
-    """How the arena gets its rows: a filled file's rows to serve (`rows`), a new file
-    to fill (`allocate`), or neither (None, None): the caller caches in memory."""
+    """How a cache gets its rows: a filled file's rows to serve (`rows`), a new file
+    to fill (`fill`, the cache's backing), or neither (None, None): the caller caches in
+    memory."""
 
     path: Path
     rows: dict[str, np.ndarray] | None = None
-    allocate: arenas.Allocate | None = None
+    fill: FileFill | None = None
 
 
 def open_or_plan(
@@ -97,6 +98,7 @@ def open_or_plan(
     plan: Callable[[], tuple[int, dict[str, tuple], bool]],
     *,
     what: str,
+    names: dict[str, str] | None = None,
 ) -> Opened:
     """The persistent file of `key` in `folder`: served if a good file is there, else
     filled into a new one if this process may, else neither (one log line says why).
@@ -107,14 +109,15 @@ def open_or_plan(
     gives (num_examples, columns, read_ahead): `columns` is {name: (one row's shape,
     dtype[, a row count of the column's own])}; `read_ahead`: the rows exceed the memory
     budget, so served epochs ask for their rows ahead (as `disk_rows` does). The data
-    checksum is made once every row is written, so a fill may write in any order."""
+    checksum is made once every row is written, so a fill may write in any order.
+    `names`: the file's name of each column the cache asks its fill for, where it differs."""
     key = json.loads(json.dumps(key))
 
     def planned() -> tuple[Layout, bool]:
         num_examples, columns, read_ahead = plan()
         return Layout.plan(key, num_examples, columns), read_ahead
 
-    return _open_or_fill(Path(folder), key, planned, what=what)
+    return _open_or_fill(Path(folder), key, planned, what=what, names=names or {})
 
 
 def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
@@ -127,7 +130,12 @@ def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndar
 
 
 def _open_or_fill(
-    folder: Path, key: dict, plan: Callable[[], tuple[Layout, bool]], *, what: str
+    folder: Path,
+    key: dict,
+    plan: Callable[[], tuple[Layout, bool]],
+    *,
+    what: str,
+    names: dict[str, str],
 ) -> Opened:
     path = folder / file_name(key)
     rows, bad, size = _open_checked(path, key, False)
@@ -180,8 +188,7 @@ def _open_or_fill(
         os.close(lock_fd)
         raise
     kind = FileFillReadAhead if read_ahead else MemoryFill
-    fill = kind(path, layout, lock_fd, what)
-    return Opened(path, allocate=fill)
+    return Opened(path, fill=kind(path, layout, lock_fd, what, names))
 
 
 def _open_checked(
@@ -241,37 +248,37 @@ def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
 # -- filling a new file ------------------------------------------------------------
 
 
-class FileFill:
-    """An `arena.Allocate` that gives a whole arena its rows in a new temporary file,
-    and makes the file the persistent cache once the fill has written every row.
+class FileFill(Backing):
+    """The backing of a cache that fills a new persistent file: its rows in a new
+    temporary file, made the persistent cache once the fill has written every row.
 
     Holds the key's lock from its creation until the file is renamed (or given up).
-    If the disk lacks room, or the file cannot be made, the arena gets anonymous
+    If the disk lacks room, or the file cannot be made, the cache gets anonymous
     memory instead (one log line) and nothing is persisted. The data checksum is made
     of the rows once every one is written (a fill writes them in any order).
+    `names`: the file's name of each column the cache asks for, where it differs.
     """
 
-    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str):
+    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str, names=None):
         self.path = path
         self.layout = layout
         self.what = what
+        self.names: dict[str, str] = names or {}
         self._held = _Held(lock_fd)
         self._lock = threading.Lock()
-        self._current: dict[str, np.ndarray] | None = None
+        self._current: dict[str, np.ndarray] | None = None  # Every column, by the file's names.
+        self._given: dict[str, np.ndarray] | None = None  # What the cache was given.
         self._fd: int | None = None
         self._region: mmap.mmap | None = None
         self._announced = False
         self.persisted = False
         self.writing: threading.Thread | None = None  # Writing the filled file out.
-        # Its arena dropped before the fill ended: the temporary file and the lock go.
+        # Its cache dropped before the fill ended: the temporary file and the lock go.
         weakref.finalize(self, _abandon, self._held)
 
-    def __call__(self, shape, dtype) -> np.ndarray:
-        raise TypeError("FileFill allocates whole arenas (`columns`), not single arrays")
-
-    def columns(self, wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
-        """The arena's arrays, {name: ([n, *shape], dtype)}, over a new temporary file
-        (a refill after a stopped one gets a new file: the old rows may still be held)."""
+    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+        """The cache's arrays over a new temporary file (or memory, when there is no
+        room for one)."""
         with self._lock:
             self._drop_temp()
             if self._held.lock_fd is None:  # Given up earlier: memory from now on.
@@ -291,6 +298,7 @@ class FileFill:
                 )
                 return _in_memory(wanted)
             self._current = arrays
+            self._given = self._named(arrays, wanted)
         if not self._announced:
             self._announced = True
             logging.warning(
@@ -302,7 +310,57 @@ class FileFill:
                 self.path,
                 self.path.parent,
             )
-        return arrays
+        return self._given
+
+    def _named(self, file: dict[str, np.ndarray], wanted) -> dict[str, np.ndarray]:
+        """The file's columns `wanted` (names as the cache asks for them)."""
+        return {name: file[self.names.get(name, name)] for name in wanted}
+
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+        """Every row is written: the file is written back, verified, given its header
+        and renamed in a thread of its own, so the epoch that filled it ends without
+        waiting for the disk (the rows are served from the mapping meanwhile). The
+        thread is not a daemon: a process that ends normally finishes the file first."""
+        if arrays is not self._given or self._fd is None:
+            return
+        self.writing = threading.Thread(
+            target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
+        )
+        self.writing.start()
+
+    @property
+    def reads_ahead(self) -> bool:
+        return False
+
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
+        pass
+
+    def _finish(self, given: dict[str, np.ndarray], replace: Replace) -> None:
+        """Write back, verify, header, rename. A failure leaves the rows served from
+        this process and nothing persisted (one line)."""
+        # Background work: the epoch that filled the store goes on serving it (a shuffled
+        # first epoch fills, then serves), and its batches come first. Summing and writing
+        # a split's pixels takes seconds of CPU on a busy machine.
+        platform.lower_this_threads_priority()
+        with self._lock:
+            if given is not self._given or self._fd is None:
+                return
+            try:
+                self._persist(self._current, lambda new: replace(given, self._named(new, given)))
+            except (OSError, BadFile) as err:
+                logging.warning(
+                    "fast_tfds: persist=True: the cache of %s could not be written to %s "
+                    "(%s): it stays in memory for this run only.",
+                    self.what,
+                    self.path,
+                    err,
+                )
+                # The mapping keeps the rows readable after the unlink.
+                if self._held.temp is not None:
+                    self._held.temp.unlink(missing_ok=True)
+                self._held.temp = None
+            finally:
+                self._release_key()
 
     def _new_file(self) -> dict[str, np.ndarray]:
         fd = self._reserve_temp()
@@ -323,46 +381,9 @@ class FileFill:
         platform.preallocate(fd, self.layout.file_size)
         return fd
 
-    def complete(self, arrays: dict[str, np.ndarray], replace=None) -> None:
-        """Every row is written: the file is written back, verified, given its header
-        and renamed in a thread of its own, so the epoch that filled it ends without
-        waiting for the disk (the rows are served from the mapping meanwhile). The
-        thread is not a daemon: a process that ends normally finishes the file first."""
-        if arrays is not self._current or self._fd is None:
-            return
-        self.writing = threading.Thread(
-            target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
-        )
-        self.writing.start()
-
-    def _finish(self, arrays: dict[str, np.ndarray], replace) -> None:
-        """Write back, verify, header, rename. A failure leaves the rows served from
-        this process and nothing persisted (one line)."""
-        # Background work: the epoch that filled the store goes on serving it (a shuffled
-        # first epoch fills, then serves), and its batches come first. Summing and writing
-        # a split's pixels takes seconds of CPU on a busy machine.
-        platform.lower_this_threads_priority()
-        with self._lock:
-            if arrays is not self._current or self._fd is None:
-                return
-            try:
-                self._persist(arrays, replace)
-            except (OSError, BadFile) as err:
-                logging.warning(
-                    "fast_tfds: persist=True: the cache of %s could not be written to %s "
-                    "(%s): it stays in memory for this run only.",
-                    self.what,
-                    self.path,
-                    err,
-                )
-                # The mapping keeps the rows readable after the unlink.
-                if self._held.temp is not None:
-                    self._held.temp.unlink(missing_ok=True)
-                self._held.temp = None
-            finally:
-                self._release_key()
-
-    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
+    def _persist(self, arrays: dict[str, np.ndarray], swap) -> None:
+        """Makes `arrays` (every column of the file) the persistent file; `swap(new)`
+        serves the file's mapping `new` instead, where the fill wrote elsewhere."""
         region, fd = self._region, self._fd
         # Written back once: later epochs find clean pages, which the kernel can drop
         # cheaply under a memory limit; and an I/O error shows here, not later.
@@ -383,7 +404,7 @@ class FileFill:
         self.after_persist(region)
 
     def after_persist(self, region: mmap.mmap) -> None:
-        """Hook for the read-ahead variant."""
+        """What the file's own mapping needs once it is the persistent file (nothing)."""
 
     def _drop_temp(self) -> None:
         """Forgets the current file; a temporary one is removed (the mapping stays
@@ -397,7 +418,7 @@ class FileFill:
         elif self._fd is not None:
             _close_fd(self._fd)
         self._region = self._fd = None
-        self._current = None
+        self._current = self._given = None
 
     def _release_key(self) -> None:
         if self._held.lock_fd is not None:
@@ -422,11 +443,9 @@ class MemoryFill(FileFill):
     def _new_file(self) -> dict[str, np.ndarray]:
         layout = self.layout
         self._reserve_temp()
-        return {
-            c.name: arenas.allocate_in_memory((c.rows, *c.shape), c.dtype) for c in layout.columns
-        }
+        return {c.name: allocate_in_memory((c.rows, *c.shape), c.dtype) for c in layout.columns}
 
-    def _persist(self, arrays: dict[str, np.ndarray], replace) -> None:
+    def _persist(self, arrays: dict[str, np.ndarray], swap) -> None:
         fd, layout = self._fd, self.layout
         sums = {name: column_checksum(a) for name, a in arrays.items()}
         for c in layout.columns:
@@ -446,10 +465,9 @@ class MemoryFill(FileFill):
         self.persisted = True
         region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
         self._region = region
-        if replace is not None:
-            replace(arrays, _views(region, layout))
+        swap(_views(region, layout))
         # The filled memory goes once nothing else holds it: the mapping serves now.
-        self._current = None
+        self._current = self._given = None
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
@@ -475,39 +493,50 @@ def _file_checksum(fd: int, column) -> int:
 
 
 class FileFillReadAhead(FileFill):
-    """A `FileFill` for rows over the memory budget: served epochs read ahead."""
+    """A `FileFill` for rows over the memory budget: the fill writes the file's mapping,
+    and served epochs read ahead."""
 
     def after_persist(self, region: mmap.mmap) -> None:
         if hasattr(mmap, "MADV_RANDOM"):
             region.madvise(mmap.MADV_RANDOM)
 
-    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
-        read_rows_ahead(array, rows)
+    @property
+    def reads_ahead(self) -> bool:
+        return True
+
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
+        disk_rows.read_ahead_spans(array, starts, lengths)
 
 
-class ReadAhead:
-    """The `allocate` of a served arena over the memory budget: only its `read_ahead`
-    is used (the rows are the file's)."""
+class ServedFile(Backing):
+    """The backing of a cache served from a complete persistent file: its `rows` (by the
+    file's names; `names`: the file's name of each column the cache asks for, where it
+    differs), read ahead when they exceed the memory budget (`reads_ahead`)."""
 
-    def __call__(self, shape, dtype) -> np.ndarray:
-        raise TypeError("a served persistent arena allocates nothing")
+    def __init__(self, rows: dict[str, np.ndarray], names=None, *, reads_ahead: bool = False):
+        self.rows = rows
+        self.names: dict[str, str] = names or {}
+        self._reads_ahead = reads_ahead
 
-    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
-        read_rows_ahead(array, rows)
+    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+        """The file's columns `wanted`; a ValueError if they are not of that layout."""
+        given = {name: self.rows[self.names.get(name, name)] for name in wanted}
+        found = {k: (a.shape, a.dtype) for k, a in given.items()}
+        expected = {k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in wanted.items()}
+        if found != expected:
+            raise ValueError(f"the persistent file holds {found}, not {expected}")
+        return given
 
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+        pass  # Complete from the start.
 
-def read_rows_ahead(array: np.ndarray, rows: np.ndarray) -> None:
-    """MADV_WILLNEED for `rows` of a column of a mapped file (see `disk_rows.read_ahead`)."""
-    region = disk_rows._region(array)
-    if region is None or not hasattr(mmap, "MADV_WILLNEED"):
-        return
-    base = np.frombuffer(region, np.uint8, count=1).ctypes.data
-    offset = array.ctypes.data - base
-    row_bytes = array.strides[0]
-    for row in np.asarray(rows).ravel():
-        start = offset + int(row) * row_bytes
-        aligned = start - start % mmap.PAGESIZE
-        region.madvise(mmap.MADV_WILLNEED, aligned, start + row_bytes - aligned)
+    @property
+    def reads_ahead(self) -> bool:
+        return self._reads_ahead
+
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
+        if self._reads_ahead:
+            disk_rows.read_ahead_spans(array, starts, lengths)
 
 
 @dataclasses.dataclass
@@ -528,10 +557,8 @@ def _abandon(held: _Held) -> None:
         held.lock_fd = None
 
 
-def _in_memory(wanted: dict[str, tuple]) -> dict[str, np.ndarray]:
-    return {
-        name: arenas.allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()
-    }
+def _in_memory(wanted: Wanted) -> dict[str, np.ndarray]:
+    return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
 
 def _close_fd(fd: int) -> None:

@@ -9,9 +9,9 @@ picture is kept with its aspect ratio at a shorter side a little above the outpu
 
 The layout (every picture's offset and shape) is known before anything is decoded:
 the byte total comes from the pictures' sizes (the dataset's fixed size, or each
-JPEG's header), so the buffer is allocated once, by a callable such as
-`fast_tfds.cache.memory.allocate_in_memory` or rows on disk, and is only written,
-never grown. Fixed-size rows are the case where every picture has the same size
+JPEG's header), so the buffer is allocated once, by the store's backing
+(`fast_tfds.cache.memory.Backing`: memory, rows on disk, a persistent file), and is only
+written, never grown. Fixed-size rows are the case where every picture has the same size
 (`shorter_side` None: exactly the output size); `PictureCache.rows()` then views the
 buffer as `[n, height, width, 3]`, so a plain read is a gather.
 
@@ -28,10 +28,13 @@ import threading
 
 import numpy as np
 
-# Where the buffer's memory comes from: the arena's allocators serve it too.
-from fast_tfds.cache.memory import Allocate, allocate_in_memory
+from fast_tfds.cache.memory import Wanted, allocate_in_memory
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
+
+# The picture column's names in a table: the pictures' bytes, and per slot the size
+# windows are drawn in (a persistent file keeps them under these names).
+PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 
 def default_shorter_side(output_size: tuple[int, int]) -> int:
@@ -82,6 +85,58 @@ class RaggedLayout:
         return int(self.offsets[-1] + self.heights[-1] * self.widths[-1] * 3)
 
 
+class Written:
+    """Which slots of a table are written: one flag per slot (`flags`), and their count.
+    A slot stays written: a fill that stops half-way leaves its slots served, and the
+    next fill writes the rest."""
+
+    def __init__(self, count: int, written: bool = False):
+        self.flags = np.full(count, written, bool)
+        self._count = count if written else 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.flags)
+
+    @property
+    def filled(self) -> bool:
+        return self._count == len(self.flags)
+
+    def mark(self, slots) -> None:
+        """`slots` (one, or an array of distinct ones) are written."""
+        with self._lock:
+            if np.ndim(slots) == 0:
+                if not self.flags[slots]:
+                    self.flags[slots] = True
+                    self._count += 1
+                return
+            fresh = np.asarray(slots)[~self.flags[slots]]
+            self.flags[fresh] = True
+            self._count += len(fresh)
+
+
+@dataclasses.dataclass(frozen=True)
+class PictureSizes:
+    """What a table's picture column is laid out by (see `PictureCache`)."""
+
+    reference_heights: np.ndarray
+    reference_widths: np.ndarray
+    output_size: tuple[int, int]
+    shorter_side: int | None
+
+    def columns(self) -> Wanted:
+        """The table's columns of the pictures: their bytes, and their reference sizes."""
+        n = len(np.asarray(self.reference_heights).reshape(-1))
+        nbytes = cache_bytes(
+            self.reference_heights, self.reference_widths, self.output_size, self.shorter_side
+        )
+        return {
+            PICTURES: ((nbytes,), np.dtype(np.uint8)),
+            HEIGHTS: ((n,), np.dtype(np.int64)),
+            WIDTHS: ((n,), np.dtype(np.int64)),
+        }
+
+
 class RaggedImages:
     """The pictures of `layout` in one buffer, each written once (`put` or `view` +
     `mark`), then read as [h, w, 3] views (`image`).
@@ -90,30 +145,26 @@ class RaggedImages:
     (an iterator dropped in epoch 1) leaves the written ones served and the rest
     decoded when they come again.
 
-    `filled`: a buffer with every picture already written (a persistent cache's file),
-    used instead of allocating one.
+    `buffer`: the pictures' memory (default: anonymous memory); `written`: which are
+    written (a table's, shared with its other columns; default: none yet).
     """
 
     def __init__(
         self,
         layout: RaggedLayout,
-        allocate: Allocate | None = None,
+        buffer: np.ndarray | None = None,
         *,
-        filled: np.ndarray | None = None,
+        written: Written | None = None,
     ):
         self.layout = layout
-        if filled is not None:
-            self.buffer = filled
-        else:
-            self.buffer = (allocate or allocate_in_memory)((layout.nbytes,), np.uint8)
+        self.buffer = allocate_in_memory((layout.nbytes,), np.uint8) if buffer is None else buffer
         if self.buffer.shape != (layout.nbytes,) or self.buffer.dtype != np.uint8:
             raise ValueError(
-                f"{'filled' if filled is not None else 'allocate gave'} "
-                f"{self.buffer.dtype}{list(self.buffer.shape)}, not uint8[{layout.nbytes}]"
+                f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
+                f"not uint8[{layout.nbytes}]"
             )
-        self.written = np.full(len(layout), filled is not None, bool)
-        self._lock = threading.Lock()
-        self._count = len(layout) if filled is not None else 0
+        self._written = Written(len(layout)) if written is None else written
+        self.written = self._written.flags
 
     def __len__(self) -> int:
         return len(self.layout)
@@ -125,7 +176,7 @@ class RaggedImages:
     @property
     def filled(self) -> bool:
         """Whether every picture is written."""
-        return self._count == len(self)
+        return self._written.filled
 
     def shape(self, i: int) -> tuple[int, int]:
         return int(self.layout.heights[i]), int(self.layout.widths[i])
@@ -138,10 +189,7 @@ class RaggedImages:
 
     def mark(self, i: int) -> None:
         """Picture i is written (after its pixels are in its view)."""
-        with self._lock:
-            if not self.written[i]:
-                self.written[i] = True
-                self._count += 1
+        self._written.mark(i)
 
     def put(self, i: int, picture: np.ndarray) -> None:
         self.view(i)[...] = picture
@@ -170,8 +218,8 @@ class PictureCache:
       shorter_side: the cached pictures' shorter side (aspect ratio kept, never
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
-      allocate: where the buffer's memory comes from (see `RaggedImages`).
-      filled: the buffer with every picture written (a persistent cache's file).
+      buffer, written: the pictures' memory, and whether it holds every picture (see
+        `RaggedImages`).
     """
 
     def __init__(
@@ -180,9 +228,9 @@ class PictureCache:
         reference_widths,
         output_size: tuple[int, int],
         shorter_side: int | None,
-        allocate: Allocate | None = None,
+        buffer: np.ndarray | None = None,
         *,
-        filled: np.ndarray | None = None,
+        written: Written | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
@@ -191,7 +239,7 @@ class PictureCache:
         heights, widths = cache_sizes(
             self.reference_heights, self.reference_widths, output_size, shorter_side
         )
-        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), allocate, filled=filled)
+        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), buffer, written=written)
 
     def __len__(self) -> int:
         return len(self.images)

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import arena, disk_rows, memory_budget
+from fast_tfds.cache import disk_rows, memory_budget
+from fast_tfds.cache.memory import IN_MEMORY, Backing, Replace, Wanted, allocate_in_memory
 
 # Of the memory found free, the share an arena may take by default: the rest of the
 # process (TensorFlow, prefetched batches, the model's own step) needs room too.
@@ -41,8 +42,8 @@ def allocator(
     what: str,
     cache_budget: int | None = None,
     cache_dir: str | os.PathLike | None = None,
-) -> arena.Allocate:
-    """How to allocate the `need` bytes of an arena: in memory or in a file on disk.
+) -> Backing:
+    """Where the `need` bytes of a cache live: in memory or in files on disk.
 
     Raises `disk_rows.NotEnoughRoom` (a ValueError) with one line when neither
     memory nor the cache folder can hold it.
@@ -50,7 +51,7 @@ def allocator(
     budget = memory_budget.available_memory(cache_budget)
     allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
     if need <= allowed:
-        return arena.allocate_in_memory
+        return IN_MEMORY
     folder = Path(cache_dir) if cache_dir is not None else disk_rows.default_folder()
     over = f"the cache of {what} needs {_gib(need)}, over its memory budget of {_gib(allowed)}"
     try:
@@ -71,24 +72,31 @@ def allocator(
     return DiskRows(folder)
 
 
-class DiskRows:
-    """An `arena.Allocate` that lays the rows out in files in `folder`."""
+class DiskRows(Backing):
+    """Columns laid out in files in `folder`, one per column (objects stay in memory)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def __call__(self, shape: tuple[int, ...], dtype) -> np.ndarray:
-        return disk_rows.allocate(self.folder, shape, dtype)
+    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+        return {
+            name: allocate_in_memory(shape, dtype)
+            if np.dtype(dtype).hasobject
+            else disk_rows.allocate(self.folder, shape, dtype)
+            for name, (shape, dtype) in wanted.items()
+        }
 
-    def filled(self, array: np.ndarray) -> None:
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         # Written back once, after the fill: served epochs then find clean pages,
         # which the kernel drops cheaply when the budget is reached.
-        disk_rows.write_back(array)
+        for array in arrays.values():
+            disk_rows.write_back(array)
 
-    def read_ahead(self, array: np.ndarray, rows: np.ndarray) -> None:
-        disk_rows.read_ahead(array, rows)
+    @property
+    def reads_ahead(self) -> bool:
+        return True
 
-    def read_ahead_spans(self, array: np.ndarray, starts, lengths) -> None:
+    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
         disk_rows.read_ahead_spans(array, starts, lengths)
 
 

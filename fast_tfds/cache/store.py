@@ -1,18 +1,25 @@
-"""The picture store's state, one class for both back ends: which example sits at which
-slot, its picture (`pictures.PictureCache`) and its kept features (labels, filenames,
-targets), which slots are written, and what an epoch does with it.
+"""The slot table, one class for every cache of both back ends: columns indexed by slot
+(fixed-shape features, and optionally each example's decoded picture), which slots are
+written, and what an epoch does with them.
 
-The tf.data reader (`fast_tfds.read.cached`) and the Grain loader
-(`fast_tfds.loader.cached`) each wire a `Store` in; neither keeps fill state of its own.
-A slot's features are written before its picture, and a slot counts as written once its
-picture is (`PictureCache.fill` marks it), so a reader that sees a written slot also
-sees its features. Once every slot is written the store tells `filling` (once): a
-persistent file is then written out, rows on disk written back.
+The picture store (a plain or augmented read of either back end) is a table with a
+picture column (`pictures.PictureCache`) and the features it keeps beside it (labels,
+filenames, targets); the tf.data reader's arena of examples (examples a transform or the
+tf.data service decoded) is a table of fixed columns only. The tf.data reader
+(`fast_tfds.read.cached`) and the Grain loader (`fast_tfds.loader.cached`) wire a table
+in; neither keeps fill state of its own.
+
+One refill rule: a slot counts as written once all of it is (a picture's slot once its
+picture is, after its features: a reader that sees a written slot also sees its
+features), and stays written. A fill that stops half-way (an iterator dropped in epoch
+1) leaves its written slots served, and the next epoch fills the rest. Once every slot
+is written the table tells its backing (once): a persistent file is then written out,
+rows on disk written back.
 
 TensorFlow keeps every function given to `tf.numpy_function` for good, so those
-functions reach a cache (an arena, or the tf.data reader's wiring of a store) by its
-key, through the weak registry here; the dataset that uses a cache holds it, and the
-cache and its memory go with the dataset.
+functions reach a cache (the tf.data reader's wiring of a table) by its key, through the
+weak registry here; the dataset that uses a cache holds it, and the cache and its memory
+go with the dataset.
 Nothing here imports TensorFlow.
 """
 
@@ -25,44 +32,70 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault
+from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS, PictureCache, PictureSizes, Written
+
 if TYPE_CHECKING:
-    from fast_tfds.cache.pictures import PictureCache
     from fast_tfds.core.dataset_hooks import Window
 
-# What an epoch does, as `Store.begin` (and `Arena.begin`) tell the dataset graph: fill
-# while streaming the epoch's output, serve from what is filled, or fill first without
-# output and then serve (an epoch whose order is a permutation, in a resumed run).
+# What an epoch does, as `Store.begin` tells the dataset graph: fill while streaming
+# the epoch's output, serve from what is filled, or fill first without output and then
+# serve (an epoch whose order is a permutation, in a resumed run).
 FILL, SERVE, FILL_THEN_SERVE = 0, 1, 2
 
 
 class Store:
-    """A split's (or a shard's) decoded pictures and kept features, by slot.
+    """A split's (or a shard's) examples by slot: fixed-shape features, and optionally
+    their decoded pictures.
 
     Args:
-      pictures: the pictures, at the resolution the reads need.
-      slot_of: example indices -> their slots (int64 arrays); slot s holds one example.
-      features: {name: column}, one row per slot (numbers, or objects for values of any
-        kind); the dict is looked up on each use, since a persistent file moves its
-        columns to the file's mapping once it is written.
-      filling: an object with `filled(buffer)`, told once every picture is written.
-      placed: where the pictures' memory came from; rows on disk
-        (`placement.DiskRows`) read ahead the pictures a served epoch asks for next.
+      num_slots: the slots; slot s holds one example.
+      features: {name: (shape, dtype)} of one slot's value of each fixed column
+        (numbers, or objects for values of any kind, which stay in memory).
+      slot_of: example indices -> their slots (int64 arrays); None: the slot is the index.
+      backing: where the columns live (memory, rows on disk, a persistent file), told
+        once every slot is written.
+      pictures: the picture column's layout, or None for a table of fixed columns.
+      filled: the backing's columns are all written already (a complete persistent
+        file): served from the start.
     """
 
     def __init__(
         self,
-        pictures: PictureCache,
-        slot_of: Callable[[np.ndarray], np.ndarray],
-        features: dict[str, np.ndarray],
+        num_slots: int,
+        features: dict[str, tuple],
+        slot_of: Callable[[np.ndarray], np.ndarray] | None = None,
+        backing: Backing = IN_MEMORY,
         *,
-        filling: Any = None,
-        placed: Any = None,
+        pictures: PictureSizes | None = None,
+        filled: bool = False,
     ):
-        self.pictures = pictures
-        self._placed = placed
-        self.features = features
+        wanted = {
+            k: ((num_slots, *shape), np.dtype(dtype)) for k, (shape, dtype) in features.items()
+        }
+        if pictures is not None:
+            wanted.update(pictures.columns())
+        self.backing = backing
+        self.arrays = backing.columns(wanted)
+        self.written = Written(num_slots, filled)
+        self.pictures: PictureCache | None = None
+        if pictures is not None:
+            if not filled:
+                self.arrays[HEIGHTS][...] = pictures.reference_heights
+                self.arrays[WIDTHS][...] = pictures.reference_widths
+            self.pictures = PictureCache(
+                pictures.reference_heights,
+                pictures.reference_widths,
+                pictures.output_size,
+                pictures.shorter_side,
+                self.arrays[PICTURES],
+                written=self.written,
+            )
+        self.keys = sorted(features)
+        # Looked up on each use: a persistent file moves the columns to its mapping.
+        self.features = {k: self.arrays[k] for k in self.keys}
+        self.nbytes = sum(a.nbytes for a in self.arrays.values() if not a.dtype.hasobject)
         self._slot_of = slot_of
-        self._filling = filling
         self._lock = threading.Lock()
         self._told = False
         # How another process opens the same store (`Store.__reduce__`): set only for a
@@ -70,7 +103,7 @@ class Store:
         self.reopen: tuple[Callable, tuple] | None = None
 
     def __len__(self) -> int:
-        return len(self.pictures)
+        return len(self.written)
 
     def __reduce__(self):
         if self.reopen is None:
@@ -81,21 +114,18 @@ class Store:
         return self.reopen
 
     @property
-    def nbytes(self) -> int:
-        """Bytes of the pictures' pixels, allocated once before the first fill."""
-        return self.pictures.nbytes
-
-    @property
     def filled(self) -> bool:
-        return self.pictures.images.filled
+        return self.written.filled
 
     def slots(self, indices) -> np.ndarray:
-        return np.asarray(self._slot_of(np.asarray(indices, np.int64)), np.int64)
+        indices = np.asarray(indices, np.int64)
+        return indices if self._slot_of is None else np.asarray(self._slot_of(indices), np.int64)
 
     def has(self, index: int) -> bool:
-        """Whether example `index`'s picture (and so its features) is written. (Asked for
-        every record the loader reads: one scalar through `slot_of`, not an array.)"""
-        return bool(self.pictures.images.written[int(self._slot_of(np.int64(index)))])
+        """Whether example `index` is written. (Asked for every record the loader reads:
+        one scalar through `slot_of`, not an array.)"""
+        slot = index if self._slot_of is None else self._slot_of(np.int64(index))
+        return bool(self.written.flags[int(slot)])
 
     def begin(self, streamed: bool) -> np.int64:
         """What this epoch does: SERVE once filled; else FILL when the epoch's order is
@@ -106,10 +136,11 @@ class Store:
         return np.int64(FILL if streamed else FILL_THEN_SERVE)
 
     def put(self, slot: int, jpeg: bytes, window: Window | None, values: Mapping[str, Any]) -> bool:
-        """Writes slot `slot`, unless it is written: `values` into its features, then
-        `jpeg` (cut to `window`) decoded into its picture. Returns whether it wrote."""
+        """Writes slot `slot` of a picture table, unless it is written: `values` into its
+        features, then `jpeg` (cut to `window`) decoded into its picture. Returns whether
+        it wrote."""
         slot = int(slot)
-        if self.pictures.images.written[slot]:
+        if self.written.flags[slot]:
             return False
         features = self.features
         for name, value in values.items():
@@ -117,41 +148,80 @@ class Store:
         self.pictures.fill(slot, jpeg, window)
         return True
 
+    def write(self, slots, *columns) -> None:
+        """Writes one block of examples of a table of fixed columns (one array per
+        feature, in `keys` order) at `slots`, and marks them written."""
+        slots = np.asarray(slots, np.int64)
+        n = len(slots)
+        # Consecutive slots (an unshuffled fill) are one slice, written in place.
+        start = int(slots[0]) if n else 0
+        run = n == 0 or bool(np.array_equal(slots, np.arange(start, start + n)))
+        features = self.features
+        for key, column in zip(self.keys, columns, strict=True):
+            if run:
+                target = features[key][start : start + n]
+                prefault(target)
+                target[...] = column
+            else:
+                features[key][slots] = column
+        self.written.mark(slots)
+        self.when_filled()
+
     @property
     def reads_ahead(self) -> bool:
-        """Whether the pictures are on disk, and so worth asking for ahead."""
-        return hasattr(self._placed, "read_ahead_spans")
+        """Whether the columns are on disk, and so worth asking for ahead."""
+        return self.backing.reads_ahead
 
     def read_ahead(self, slots) -> None:
-        """Asks for the pictures of `slots` from disk, ahead of serving them."""
-        if not self.reads_ahead:
+        """Asks for what `slots` serve (their pictures, else their rows) from disk, ahead
+        of serving them."""
+        if not self.reads_ahead or not self.filled:
             return
-        slots = np.asarray(slots, np.int64)
-        layout = self.pictures.images.layout
-        lengths = layout.heights[slots] * layout.widths[slots] * 3
-        self._placed.read_ahead_spans(self.pictures.images.buffer, layout.offsets[slots], lengths)
+        slots = np.asarray(slots, np.int64).ravel()
+        if self.pictures is not None:
+            layout = self.pictures.images.layout
+            lengths = layout.heights[slots] * layout.widths[slots] * 3
+            self.backing.read_ahead(self.pictures.images.buffer, layout.offsets[slots], lengths)
+            return
+        for array in self.features.values():
+            row_bytes = array.strides[0]
+            self.backing.read_ahead(array, slots * row_bytes, np.full(len(slots), row_bytes))
 
     def rows_of(self, name: str, slots) -> np.ndarray:
         """Feature `name` of `slots` (a copy)."""
         return self.features[name][np.asarray(slots, np.int64)]
 
     def when_filled(self) -> None:
-        """Once every picture is written, tells `filling` (once)."""
-        if self._filling is None or not self.filled:
+        """Once every slot is written, tells the backing (once)."""
+        if not self.filled:
             return
         with self._lock:
             told, self._told = self._told, True
         if not told:
-            self._filling.filled(self.pictures.images.buffer)
+            self.backing.filled(self.arrays, self._replace)
+
+    def _replace(self, old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> bool:
+        """Serves `new` (the same columns from the persistent file's mapping) instead of
+        `old`, if those are still the table's."""
+        if old is not self.arrays:
+            return False
+        # Each swap is one reference, atomic for the threads that serve meanwhile.
+        if self.pictures is not None:
+            self.pictures.images.buffer = new[PICTURES]
+        for name in self.features:
+            self.features[name] = new[name]
+        self.arrays = new  # The filled memory goes with its last batch.
+        return True
 
 
 # -- the registry ------------------------------------------------------------------
+
 
 _live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def register(cache: Any) -> int:
-    """A key for `cache` (anything with `nbytes`: an `arena.Arena`, a reader's store)
+    """A key for `cache` (anything with `nbytes`: a `Store`, a reader's wiring of one)
     that functions kept by TensorFlow can hold without keeping the cache alive."""
     _live[id(cache)] = cache
     return id(cache)
@@ -165,6 +235,24 @@ def live(key: int) -> Any:
 def find(key: int) -> Any:
     """The cache of `key`, or None once its dataset is gone."""
     return _live.get(key)
+
+
+def write(key: int, slots, *columns) -> np.int64:
+    """`Store.write` on the table of `key`; nothing once its dataset is gone (an iterator
+    that still runs has its batches all the same). Returns 0 (a value the graph can
+    depend on)."""
+    table = find(key)
+    if table is not None:
+        table.write(slots, *columns)
+    return np.int64(0)
+
+
+def read_ahead(key: int, slots) -> np.int64:
+    """`read_ahead` on the cache of `key`, if it is still alive; returns 0."""
+    cache = find(key)
+    if cache is not None:
+        cache.read_ahead(slots)
+    return np.int64(0)
 
 
 def live_caches() -> list[Any]:

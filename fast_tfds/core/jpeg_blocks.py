@@ -54,6 +54,18 @@ def decode_jpeg_block(jpegs: np.ndarray, shape: tuple[int, int, int]) -> np.ndar
     return decode_jpeg_block_into(jpegs, aligned.empty((len(jpegs), *shape)))
 
 
+def stored_size(data: bytes) -> tuple[int, int]:
+    """(height, width) of a stored JPEG, from its header alone (Pillow's for a JPEG that
+    libjpeg-turbo rejects, as the decoders here fall back to Pillow). Both back ends draw
+    windows in it and lay out their picture caches by it."""
+    try:
+        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+    except ValueError:
+        with PIL.Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    return height, width
+
+
 def decode_resized_into(data: bytes, out: np.ndarray, window: Window | None = None) -> np.ndarray:
     """Decodes one JPEG into `out` ([H, W, 3] uint8), resized to exactly H x W.
 

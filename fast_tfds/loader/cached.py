@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from fast_tfds.cache import disk_rows, persisted, placement
+from fast_tfds.cache import disk_rows, persisted
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import store as stores
+from fast_tfds.cache.store_opening import open_store
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample, reference_box
 from fast_tfds.loader.options import LoaderOptions
@@ -41,61 +42,48 @@ def make_cache(
         (options.cache_shorter_side or store.default_shorter_side(size)) if crops else None
     )
     shard = range(options.shard_index, len(source), options.shard_count)
-
-    def sizes():
-        stored = source.stored_size
-        if not crops:  # The cache holds the output itself; windows are whole pictures.
-            return np.full(len(shard), size[0]), np.full(len(shard), size[1])
-        if stored is not None and decode.parts is None:
-            return np.full(len(shard), stored[0]), np.full(len(shard), stored[1])
-        # Sizes vary (or a hook's window cuts each): read each JPEG's header.
-        return reference_sizes(source.records, shard, decode)
-
     what = f"{source.dataset} {source.split} (loader cache)"
     folder = options.cache_dir or disk_rows.default_folder()
-    if options.persist:
-        origin = persisted.Origin(
-            dataset=source.dataset,
-            split=source.split,
-            shard_files=source.shard_files,
-            hook=persist_identity,
+    origin = persisted.Origin(
+        dataset=source.dataset,
+        split=source.split,
+        shard_files=source.shard_files,
+        hook=persist_identity,
+    )
+    common = {
+        "slot_examples": np.arange(shard.start, shard.stop, shard.step),
+        "output_size": size,
+        "shorter_side": shorter_side,
+        "features": _features(persist_identity),
+    }
+    if options.persist and options.num_workers:  # Workers map a complete file; none fills it.
+        return served(
+            {
+                **common,
+                "origin": origin,
+                "folder": folder,
+                "what": what,
+                "shard_index": options.shard_index,
+                "shard_count": options.shard_count,
+            }
         )
-        common = {
-            "origin": origin,
-            "slot_examples": np.arange(shard.start, shard.stop, shard.step),
-            "output_size": size,
-            "shorter_side": shorter_side,
-            "features": {"label": ((), np.int64)},
-            "folder": folder,
-        }
-        if options.num_workers:  # Workers map a complete file; nothing fills it.
-            return served(
-                {
-                    **common,
-                    "what": what,
-                    "shard_index": options.shard_index,
-                    "shard_count": options.shard_count,
-                }
-            )
-        stored = persisted.open_pictures(**common, sizes=sizes, budget=None, what=what)
-        if stored is not None:
-            return _store(
-                stored.pictures,
-                options.shard_index,
-                options.shard_count,
-                stored.features,
-                filling=stored.filling,
-            )
-    heights, widths = sizes()
-    need = store.cache_bytes(heights, widths, size, shorter_side)
-    # In memory within the budget, else rows on disk in `folder`, as tf.data's cache.
-    allocate = placement.allocator(need, what=what, cache_dir=folder)
-    pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
-    filling = allocate if hasattr(allocate, "filled") else None
-    # Targets of any kind (a label, a dict of them) in memory; a persistent file keeps
-    # its "label" column.
-    targets = {TARGET: np.empty(len(pictures), object)}
-    return _store(pictures, options.shard_index, options.shard_count, targets, filling=filling)
+    return open_store(
+        **common,
+        slot_of=_slot_of(options.shard_index, options.shard_count),
+        stored_size=source.stored_size if decode.parts is None else None,
+        header_sizes=lambda: reference_sizes(source.records, shard, decode),
+        origin=origin if options.persist else None,
+        folder=folder,
+        budget=None,
+        what=what,
+    )
+
+
+def _features(persist_identity: dict | None) -> dict[str, tuple]:
+    """The store's one feature: the label, or where the dataset's hook makes the targets
+    more than the label (None), targets of any kind (a persistent file keeps only the
+    label)."""
+    return {"label": ((), np.int64)} if persist_identity is not None else {TARGET: ((), object)}
 
 
 class IndexedRecords:
@@ -116,20 +104,13 @@ class IndexedRecords:
         return index, self.records[index]
 
 
-# The feature that holds each slot's target in memory; a persistent file's is "label".
+# The feature that holds each slot's target where it is more than the label.
 TARGET = "target"
 
 
-def _store(pictures, shard_index: int, shard_count: int, features: dict, *, filling=None):
-    """A shard's store: slot s holds example `shard_index + s * shard_count` of the split;
-    its layout is fixed from each picture's reference size (the stored size, or the
-    hook's window in it), so its buffer is allocated once, before epoch 1."""
-    return stores.Store(
-        pictures,
-        lambda indices: (indices - shard_index) // shard_count,
-        features,
-        filling=filling,
-    )
+def _slot_of(shard_index: int, shard_count: int):
+    """Slot s of a shard's store holds example `shard_index + s * shard_count` of the split."""
+    return lambda indices: (indices - shard_index) // shard_count
 
 
 def fill(cache: stores.Store, indices, records, decode: DecodeExample) -> np.ndarray:
@@ -164,7 +145,16 @@ def served(reopen: dict) -> stores.Store:
             f"{reopen['folder']}: {why}; workers only map a complete file: fill it once with "
             "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
         )
-    cache = _store(stored.pictures, reopen["shard_index"], reopen["shard_count"], stored.features)
+    cache = stores.Store(
+        len(reopen["slot_examples"]),
+        reopen["features"],
+        _slot_of(reopen["shard_index"], reopen["shard_count"]),
+        stored.backing,
+        pictures=store.PictureSizes(
+            stored.heights, stored.widths, reopen["output_size"], reopen["shorter_side"]
+        ),
+        filled=True,
+    )
     # Pickled to worker processes: the file is mapped again there (the page cache
     # shares it); any other store lives in its process only.
     cache.reopen = (served, (reopen,))

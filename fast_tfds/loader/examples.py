@@ -15,12 +15,9 @@ rejects is decoded by Pillow and still arrives.
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections.abc import Mapping
 
 import numpy as np
-import PIL.Image
-import simplejpeg
 from tensorflow_datasets.proto import tf_example_pb2
 
 from fast_tfds.core import jpeg_blocks
@@ -67,22 +64,12 @@ def decode(jpeg: bytes, size: tuple[int, int] | None, window: Window | None) -> 
     """The image of `jpeg`, cut to `window` and resized to `size` (height, width); with
     size None, the window (or the whole image) at the stored resolution."""
     if size is None:
-        height, width = stored_size(jpeg)
+        height, width = jpeg_blocks.stored_size(jpeg)
         _, _, height, width = window(height, width) if window else (0, 0, height, width)
         size = (height, width)
     # A window of exactly the output size makes the decoder's resize a plain copy,
     # so both cases share its decode (and its Pillow fallback).
     return jpeg_blocks.decode_resized_into(jpeg, np.empty((*size, 3), np.uint8), window)
-
-
-def stored_size(jpeg: bytes) -> tuple[int, int]:
-    """(height, width) of the stored image, from its header alone."""
-    try:
-        height, width, _, _ = simplejpeg.decode_jpeg_header(jpeg)
-    except ValueError:  # Not for libjpeg-turbo: the decoder falls back to Pillow, so ask it.
-        with PIL.Image.open(io.BytesIO(jpeg)) as image:
-            width, height = image.size
-    return height, width
 
 
 def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -99,5 +86,5 @@ def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
 def reference_box(jpeg: bytes, window) -> tuple[int, int, int, int]:
     """(top, left, height, width) of the picture windows are drawn in: the hook's
     window of the stored image, or all of it."""
-    height, width = stored_size(jpeg)
+    height, width = jpeg_blocks.stored_size(jpeg)
     return window(height, width) if window is not None else (0, 0, height, width)

@@ -184,7 +184,7 @@ class FastLoader(grain.IterDataset):
     @property
     def cache_bytes(self) -> int:
         """Bytes of the decoded cache (cache=True), allocated once: the pictures' pixels."""
-        return 0 if self.cache is None else self.cache.nbytes
+        return 0 if self.cache is None else self.cache.pictures.nbytes
 
     @property
     def num_examples(self) -> int:

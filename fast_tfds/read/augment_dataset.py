@@ -17,17 +17,14 @@ With cache=True the pictures go to the picture store: `fast_tfds.read.cached`.
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections.abc import Callable
 
 import numpy as np
-import PIL.Image
-import simplejpeg
 import tensorflow as tf
 
 from fast_tfds.augment import step
 from fast_tfds.augment.spec import Augment
-from fast_tfds.core import aligned
+from fast_tfds.core import aligned, jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read.decoding import WINDOW_KEY
 from fast_tfds.read.output import INDEX_KEY
@@ -117,7 +114,7 @@ def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.D
     if batch_size is None:
         return ds.unbatch().map(reading.output_fn)
     if reading.batching.drop_remainder and not dropped:
-        ds = ds.filter(lambda batch: tf.shape(batch["image"])[0] == batch_size)
+        ds = ds.filter(lambda batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
     if reading.batching.drop_remainder:
         ds = ds.map(
             lambda batch: tf.nest.map_structure(
@@ -130,17 +127,6 @@ def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.D
             )
         )
     return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-
-
-def picture_size(jpeg: bytes) -> tuple[int, int]:
-    """(height, width) of a stored picture, from its header (Pillow's for a JPEG that
-    libjpeg-turbo rejects, as the decoder falls back to Pillow)."""
-    try:
-        height, width, _, _ = simplejpeg.decode_jpeg_header(jpeg)
-    except ValueError:
-        with PIL.Image.open(io.BytesIO(jpeg)) as image:
-            width, height = image.size
-    return height, width
 
 
 # -- cache=False: crops chosen before decoding ----------------------------------------
@@ -170,7 +156,7 @@ class CroppedDecoder:
                 refs[i] = boxes[i]
                 continue
             try:
-                refs[i, 2:] = picture_size(data)
+                refs[i, 2:] = jpeg_blocks.stored_size(data)
             except (OSError, ValueError) as err:
                 raise step.decode_error(indices[i], err) from None
         step.decode_into(jpegs, refs, self.augment, self.seed, int(epoch), indices, out)

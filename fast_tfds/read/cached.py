@@ -1,5 +1,7 @@
 """The picture store and the arena of examples in tf.data: the one module that wires the
-caches of `fast_tfds.cache` (store, placement, persistence) into the tf.data reader.
+caches of `fast_tfds.cache` (the slot table, placement, persistence) into the tf.data
+reader. Both are slot tables (`fast_tfds.cache.store.Store`), filled, served and resumed
+by one loop (`cached_epochs`); each plan only says how a block is written and served.
 
 **The picture store** (`cache=True`: a plain read, or `augment=`): epoch 1 decodes each
 picture once into its slot of a `fast_tfds.cache.store.Store` (at the output size for a
@@ -20,7 +22,8 @@ seeded from (seed, epoch), batched and each written at its own row (its example 
 this pipeline's share); every epoch once it is filled gathers a permutation of the
 split drawn from (seed, epoch) from it, in the graph. Epoch 0 served from a filled arena
 replays the order its fill streams in; a later epoch whose arena is empty first fills
-it in record order without output. So every epoch is the same whichever run reads it.
+it in record order without output (the same loop as the picture store's). So every
+epoch is the same whichever run reads it.
 
 **Persistence** (`persist=True`): every persistent cache of either back end, plain or
 augmented, is one kind of file under one key (`fast_tfds.cache.persisted.key`). A plain
@@ -44,21 +47,20 @@ import tensorflow as tf
 
 from fast_tfds.augment import step
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
+from fast_tfds.cache.memory import Backing
+from fast_tfds.cache.store_opening import open_store
 from fast_tfds.cache.tf_file_key import callable_identity
-from fast_tfds.core import aligned, dataset_hooks, platform
+from fast_tfds.core import aligned, dataset_hooks, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
 from fast_tfds.read.decoding import WINDOW_KEY
-from fast_tfds.read.options import Batching, Order
 from fast_tfds.read.output import INDEX_KEY
-from fast_tfds.read.parsing import UNBATCHED_BLOCK
-from fast_tfds.read.records import Slots, batches_per_epoch
+from fast_tfds.read.records import batches_per_epoch
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -66,41 +68,159 @@ AUTOTUNE = tf.data.AUTOTUNE
 # reads in flight, little enough that they stay in the page cache until gathered under
 # a memory limit (2 batches of 64 at 224 px; docs/design.md has the figures).
 READ_AHEAD_BYTES = 16 << 20
+FILL, SERVE, FILL_THEN_SERVE = stores.FILL, stores.SERVE, stores.FILL_THEN_SERVE
+
+
+# fn(epoch) -> (example indices [b], block dict) of that epoch's examples in the order
+# it streams them (serialized records parsed, or decoded examples); fn(None): in the
+# split's record order.
+Blocks = Callable[[tf.Tensor | None], tf.data.Dataset]
 
 
 @dataclasses.dataclass(frozen=True)
-class ArenaEpochs:
-    """How the arena's epochs are made: the split's size, and how examples become batches."""
+class CachedPlan:
+    """What a cached plan gives the one fill / serve / resume loop (`cached_epochs`).
 
-    num_examples: int
-    batching: Batching
-    order: Order
-    output_fn: Callable[[dict], object]
-    seed: int = 0  # Each epoch's permutation is drawn from (seed, epoch).
-    slots: Slots | None = None  # Example index <-> row; None: row = index.
-    with_index: bool = False  # The output holds each example's index.
+    Attributes:
+      reading: the read (order, batching, slots, output).
+      key: the cache in the registry (`fast_tfds.cache.store`): its `begin` says what an
+        epoch does, its `read_ahead` asks for slots on disk.
+      slot_bytes: bytes of one slot (how many blocks a read-ahead covers).
+      reads_ahead: whether a served epoch asks for its slots ahead (they are on disk).
+      blocks: where the fill reads its blocks.
+      fill: fn(epoch, indices, block) -> the block written into the cache, as its output
+        dict (INDEX_KEY included).
+      put: fn(indices, block) -> a value once the block is written (no output).
+      serving: fn(epoch) -> fn(slots) -> the output dict (INDEX_KEY included) of `slots`
+        served from the filled cache; made once per served epoch.
+      replay: epoch 0 served from a filled cache replays the order its records stream in
+        (False where that order cannot be read again: the tf.data service's).
+    """
 
-    @property
-    def block(self) -> int:
-        """Examples per write into the arena (a batch, or a fixed block unbatched)."""
-        return self.batching.batch_size or UNBATCHED_BLOCK
-
-    def rows_of(self, indices: tf.Tensor) -> tf.Tensor:
-        return indices if self.slots is None else self.slots.tf_slots(indices)
-
-    def index_of(self, rows: tf.Tensor) -> tf.Tensor:
-        if self.slots is None:
-            return rows
-        return tf.gather(tf.constant(self.slots.index), rows)
+    reading: Reading
+    key: int
+    slot_bytes: float
+    reads_ahead: bool
+    blocks: Blocks
+    fill: Callable[[tf.Tensor, tf.Tensor, dict], dict]
+    put: Callable[[tf.Tensor, dict], tf.Tensor]
+    serving: Callable[[tf.Tensor], Callable[[tf.Tensor], dict]]
+    replay: bool = True
 
 
-# fn(epoch) -> (example indices [b], block) of that epoch's examples in the order it
-# reads them, `block` serialized records or a dict of decoded examples; fn(None): in
-# the split's record order.
-Blocks = Callable[[tf.Tensor | None], tf.data.Dataset]
-# fn(epoch) -> the example indices [b] of each block `Blocks(epoch)` yields, in the same
-# order, without reading a record.
-IndexBlocks = Callable[[tf.Tensor], tf.data.Dataset]
+def cached_epochs(plan: CachedPlan):
+    """fn(epoch, first) -> that epoch's batches from batch `first` on, for every cached
+    plan: epoch 0 (every epoch unshuffled) fills an empty cache as it serves, or replays
+    the order it streamed in from a filled one; a later shuffled epoch is a permutation
+    of the split drawn from (seed, epoch) served from the cache, which an empty cache (a
+    resumed run) first fills for, in the record order, without output. Each example is
+    written at its slot whatever order fills it, so an epoch's output depends on (seed,
+    epoch) alone."""
+    reading, key = plan.reading, plan.key
+    shuffle = reading.order.shuffle
+
+    def one_epoch(epoch, first):
+        streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
+        mode = tf.numpy_function(
+            lambda streamed: stores.live(key).begin(bool(streamed)),
+            [streamed],
+            tf.int64,
+            stateful=True,
+        )
+        # take(0) gets an empty iterator: the branch not taken is never set up, so a
+        # served epoch starts without opening the shard files.
+        fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
+        quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
+        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
+        filled = plan.blocks(epoch).map(
+            lambda indices, block: plan.fill(epoch, indices, block),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=reading.order.deterministic,
+        )
+        # Every example is written, also those of a last partial batch that
+        # drop_remainder leaves out of this epoch's output; skipped batches too.
+        filled = augmented.finish(reading, filled, dropped=False).skip(first)
+        # The served part looks up the cache when it starts: after a fill before it.
+        served = tf.data.Dataset.from_tensors(0).flat_map(lambda _: _served(plan, epoch, first))
+        quiet = nothing_of(
+            plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE), served.element_spec
+        )
+        return (
+            filled.take(fill_count)
+            .concatenate(quiet.take(quiet_count))
+            .concatenate(served.take(serve_count))
+        )
+
+    return one_epoch
+
+
+def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
+    """Batches served from the filled cache, from batch `first` on: unshuffled, in slot
+    order (the record order); epoch 0, in the order it streamed (`plan.replay`); later
+    epochs, in a permutation of the split drawn from (seed, epoch)."""
+    reading, key = plan.reading, plan.key  # The key alone: TensorFlow keeps the callables.
+    shuffle, batched = reading.order.shuffle, reading.batching.batch_size is not None
+    n, block = len(reading.slots.index), augmented.block_size(reading)
+    drop = reading.batching.drop_remainder and batched
+    order = tf.range(n, dtype=tf.int64)
+    if shuffle:
+        order = tf.random.experimental.stateless_shuffle(
+            order, seed=tf.stack([tf.constant(reading.seed, tf.int64), epoch])
+        )
+    skip = first if batched else tf.constant(0, tf.int64)
+    ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for slots on disk.
+    if plan.reads_ahead and shuffle:
+        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block * plan.slot_bytes, 1))))
+
+    def permuted(i):
+        slots = order[i * block : (i + 1) * block]
+        if ahead is None:
+            return slots
+        # On disk: ask for those `ahead` blocks on (the first call: up to there).
+        start = tf.where(i == skip, skip * block, (i + ahead) * block)
+        asked = tf.numpy_function(
+            lambda slots: stores.read_ahead(key, slots),
+            [order[start : (i + ahead + 1) * block]],
+            tf.int64,
+            stateful=True,
+        )
+        with tf.control_dependencies([asked]):
+            return tf.identity(slots)
+
+    slots = tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)).map(permuted)
+    if shuffle and plan.replay:
+        # Epoch 0 streamed in the order its records came in: replay it.
+        streamed = (
+            reading.shuffled(reading.records(epoch, indices_only=True), epoch)
+            .batch(block)
+            .map(reading.slots.tf_slots)
+            .skip(skip)
+        )
+        if drop:
+            streamed = streamed.filter(lambda s: tf.shape(s)[0] == block)
+        zero = tf.equal(epoch, 0)
+        slots = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
+            slots.take(tf.where(zero, tf.constant(0, tf.int64), -1))
+        )
+    ds = slots.map(
+        plan.serving(epoch),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=reading.order.deterministic,
+    )
+    ds = augmented.finish(reading, ds, dropped=True)
+    return ds if batched else ds.skip(first)
+
+
+def nothing_of(ds: tf.data.Dataset, spec) -> tf.data.Dataset:
+    """`ds` run to its end for what it does (a fill without output), as a dataset of
+    `spec` that yields nothing (to concatenate with the epoch that follows)."""
+    empty = tf.nest.map_structure(
+        lambda s: tf.zeros([d or 0 for d in s.shape.as_list()], s.dtype), spec
+    )
+    return ds.filter(lambda *_: False).map(lambda *_: empty)
+
+
+# -- the arena of examples: examples decoded elsewhere, copied once ----------------
 
 
 def supports(element_spec) -> bool:
@@ -117,77 +237,79 @@ def supports(element_spec) -> bool:
     )
 
 
-def arena_batches(
-    blocks: Blocks,
-    epochs: ArenaEpochs,
-    *,
-    specs: dict[str, tf.TensorSpec],
-    index_blocks: IndexBlocks | None = None,
-    allocate: arenas.Allocate | None = None,
-    filled_rows: dict[str, np.ndarray] | None = None,
-) -> tuple[Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset], arenas.Arena]:
-    """fn(epoch, first) -> that epoch's `output_fn(batch)`s from batch `first` on, filling
-    the arena or served from it; and the arena.
+def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
+    """fn(epoch, first) -> that epoch's batches (`cached_epochs`) of the arena of
+    examples: a table of fixed columns (`specs`) that the decoded examples are copied
+    into (each at its slot), and served from by a gather in the graph. Its rows live in
+    memory, on disk over the budget, or in a persistent file (`arena_rows`)."""
+    backing, filled = arena_rows(reading, specs)
+    arena = stores.Store(reading.num_examples, _columns(specs), None, backing, filled=filled)
+    key = stores.register(arena)  # By key: TensorFlow keeps the callables for good.
+    keys, n = arena.keys, reading.num_examples
+    block = augmented.block_size(reading)
+    deterministic = reading.order.deterministic
 
-    Each example is written at its row (its slot: the example index within this
-    pipeline's share), whatever order fills it, so the rows are the same after any fill.
-    An epoch's order depends on (seed, epoch) alone: epoch 0 (or any epoch, unshuffled)
-    is the order its records stream in (`blocks(epoch)`), which fills an empty arena
-    and is replayed from a filled one (`index_blocks(0)`); a later shuffled epoch is a
-    permutation of the split drawn from (seed, epoch), which an empty arena (a resumed
-    run) first fills for, in the record order, without output.
-
-    `blocks` give example dicts. `allocate` gives the arena its memory
-    (default: anonymous memory; see `placement`); `filled_rows` are rows already filled
-    (a persistent arena's file), served from the first epoch.
-    """
-    arena = arenas.Arena(epochs.num_examples, _columns(specs), allocate, filled_rows=filled_rows)
-    key = arena.key
-    shuffle = epochs.order.shuffle
-
-    def begin(epoch):
-        streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
-        state = tf.numpy_function(
-            lambda streamed: arenas.begin(key, bool(streamed)), [streamed], tf.int64, stateful=True
-        )
-        return tf.ensure_shape(state, [2])
-
-    def one_epoch(epoch, first):
-        state = begin(epoch)
-        mode, generation = state[0], state[1]
-        # take(0) gets an empty iterator: the branch not taken is never set up,
-        # so a served epoch starts without opening the shard files.
-        fill_count = tf.where(mode == arenas.FILL, tf.constant(-1, tf.int64), 0)
-        quiet_count = tf.where(mode == arenas.FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == arenas.FILL, tf.constant(0, tf.int64), -1)
-        filled = _fill(blocks(epoch), arena, epochs, generation)
-        filled = filled.skip(first)  # Skipped batches are written all the same.
-        # The served part looks up the rows when it starts: after a fill before it.
-        served = tf.data.Dataset.from_tensors(0).flat_map(
-            lambda _: _serve(arena, specs, epochs, epoch, first, index_blocks)
-        )
-        quiet = nothing_of(
-            _fill(blocks(None), arena, epochs, generation, output=False),
-            served.element_spec,
-        )
-        return (
-            filled.take(fill_count)
-            .concatenate(quiet.take(quiet_count))
-            .concatenate(served.take(serve_count))
+    def blocks(epoch):
+        return reading.shuffled(reading.examples(epoch), epoch).batch(
+            block, num_parallel_calls=AUTOTUNE, deterministic=deterministic
         )
 
-    # The dataset that uses these epochs keeps the arena alive (see `arena`).
-    one_epoch.arena = arena
-    return one_epoch, arena
+    def put(indices, batch):
+        return tf.numpy_function(
+            lambda *args: stores.write(key, *args),
+            [reading.slots.tf_slots(indices), *(batch[k] for k in keys)],
+            tf.int64,
+            stateful=True,
+        )
 
+    def fill(_epoch, indices, batch):
+        with tf.control_dependencies([put(indices, batch)]):
+            batch = {k: tf.identity(v) for k, v in batch.items()}
+        batch[INDEX_KEY] = indices
+        return batch
 
-def nothing_of(ds: tf.data.Dataset, spec) -> tf.data.Dataset:
-    """`ds` run to its end for what it does (a fill without output), as a dataset of
-    `spec` that yields nothing (to concatenate with the epoch that follows)."""
-    empty = tf.nest.map_structure(
-        lambda s: tf.zeros([d or 0 for d in s.shape.as_list()], s.dtype), spec
+    def serving(_epoch):
+        # The arena reaches the graph through a numpy_function, once per served epoch:
+        # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
+        # into the dataset graph instead would be read whole when the first iterator is
+        # made, inside epoch 1.
+        columns = {
+            k: tf.ensure_shape(
+                tf.numpy_function(
+                    lambda feature: stores.live(key).features[feature.decode()],
+                    [k],
+                    specs[k].dtype,
+                    stateful=True,
+                ),
+                [n, *specs[k].shape],
+            )
+            for k in keys
+        }
+        index = tf.constant(reading.slots.index)
+
+        def gather(slots):
+            batch = {k: tf.gather(column, slots) for k, column in columns.items()}
+            batch[INDEX_KEY] = tf.gather(index, slots)
+            return batch
+
+        return gather
+
+    one_epoch = cached_epochs(
+        CachedPlan(
+            reading,
+            key,
+            arena.nbytes / max(n, 1),
+            arena.reads_ahead,
+            blocks,
+            fill,
+            put,
+            serving,
+            replay=reading.service_address is None,
+        )
     )
-    return ds.filter(lambda *_: False).map(lambda *_: empty)
+    # The dataset that uses these epochs keeps the arena alive (see `stores.register`).
+    one_epoch.arena = arena
+    return one_epoch
 
 
 def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
@@ -195,131 +317,11 @@ def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
     return sum(spec.shape.num_elements() * spec.dtype.size for spec in specs.values())
 
 
-def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, arenas.Column]:
+def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
     return {
-        k: arenas.Column(tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
+        k: (tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
         for k, spec in specs.items()
     }
-
-
-def _fill(blocks, arena, epochs: ArenaEpochs, generation, output=True):
-    """The blocks, each written at its examples' rows, then (`output`) converted.
-
-    The output conversion (`output_fn`) runs in the same function as the write: one
-    pipeline stage less per batch.
-    """
-    batch_size = epochs.batching.batch_size
-    key = arena.key  # By key, not the arena itself: TensorFlow keeps the callable for good.
-
-    def store(indices, batch):
-        done = tf.numpy_function(
-            lambda *args: arenas.write(key, *args),
-            [generation, epochs.rows_of(indices), *(batch[k] for k in arena.keys)],
-            tf.int64,
-            stateful=True,
-        )
-        with tf.control_dependencies([done]):
-            batch = {k: tf.identity(v) for k, v in batch.items()}
-        if not output:
-            return done
-        if epochs.with_index:
-            batch[INDEX_KEY] = indices
-        return batch if batch_size is None else epochs.output_fn(batch)
-
-    # Every example is written, also those of a last partial batch that
-    # drop_remainder leaves out of this epoch's output.
-    ds = blocks.map(store, num_parallel_calls=AUTOTUNE, deterministic=epochs.order.deterministic)
-    if not output:
-        return ds
-    if batch_size is None:
-        return ds.unbatch().map(epochs.output_fn)
-    if epochs.batching.drop_remainder:
-        ds = ds.filter(lambda *batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
-        ds = ds.map(_with_batch_dim(batch_size))
-    return ds
-
-
-def _serve(arena, specs, epochs: ArenaEpochs, epoch, first, index_blocks) -> tf.data.Dataset:
-    """Batches gathered from the filled arena, from batch `first` on: unshuffled, in
-    row order (the record order); epoch 0, in the order it streamed (`index_blocks`);
-    later epochs, in a permutation of the split drawn from (seed, epoch)."""
-    key, n, batch_size = arena.key, epochs.num_examples, epochs.batching.batch_size
-    block = epochs.block
-    # The arena reaches the graph through a numpy_function, once per served epoch:
-    # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
-    # into the dataset graph instead would be read whole when the first iterator is
-    # made, inside epoch 1.
-    tensors = {
-        k: tf.ensure_shape(
-            tf.numpy_function(
-                lambda feature: arenas.rows(key, feature), [k], spec.dtype, stateful=True
-            ),
-            [n, *spec.shape],
-        )
-        for k, spec in ((k, specs[k]) for k in arena.keys)
-    }
-    order = tf.range(n, dtype=tf.int64)
-    if epochs.order.shuffle:
-        order = tf.random.experimental.stateless_shuffle(
-            order, seed=tf.stack([tf.constant(epochs.seed, tf.int64), epoch])
-        )
-    drop = epochs.batching.drop_remainder and batch_size is not None
-    count = batches_per_epoch(n, block, drop)
-    ahead = None
-    if arena.reads_ahead:
-        block_bytes = block * sum(a.strides[0] for a in arena.arrays.values())
-        ahead = max(1, -(-READ_AHEAD_BYTES // max(block_bytes, 1)))
-    skip = first if batch_size is not None else tf.constant(0, tf.int64)
-
-    def permuted(i):
-        return i, order[i * block : (i + 1) * block]
-
-    by_permutation = tf.data.Dataset.range(skip, count).map(permuted)
-    if epochs.order.shuffle and index_blocks is not None:
-        # Epoch 0 streamed in the order its records came in: replay it.
-        streamed = (
-            index_blocks(epoch).map(lambda indices: epochs.rows_of(indices)).enumerate().skip(skip)
-        )
-        if drop:
-            streamed = streamed.filter(lambda _, rows: tf.shape(rows)[0] == block)
-        replay = tf.where(epoch == 0, tf.constant(-1, tf.int64), 0)
-        rows_ds = streamed.take(replay).concatenate(
-            by_permutation.take(tf.where(epoch == 0, tf.constant(0, tf.int64), -1))
-        )
-    else:
-        rows_ds = by_permutation
-
-    def gather(i, rows):  # The output conversion is fused into the gather.
-        batch = {k: tf.gather(t, rows) for k, t in tensors.items()}
-        if epochs.with_index:
-            batch[INDEX_KEY] = epochs.index_of(rows)
-        if ahead is None or not epochs.order.shuffle:
-            return epochs.output_fn(batch)
-        # Rows on disk: ask for those `ahead` blocks on (the first call: up to there).
-        start = tf.where(i == skip, skip * block, (i + ahead) * block)
-        coming = order[start : (i + ahead + 1) * block]
-        asked = tf.numpy_function(
-            lambda rows: arenas.read_ahead(key, rows), [coming], tf.int64, stateful=True
-        )
-        with tf.control_dependencies([asked]):
-            return epochs.output_fn({k: tf.identity(v) for k, v in batch.items()})
-
-    ds = rows_ds.map(gather, num_parallel_calls=AUTOTUNE, deterministic=epochs.order.deterministic)
-    if batch_size is None:
-        return ds.unbatch().skip(first)
-    return ds.map(_with_batch_dim(batch_size)) if drop else ds
-
-
-def _with_batch_dim(batch_size: int):
-    """Sets the static batch size that drop_remainder guarantees (as `batch` does)."""
-
-    def ensure(*batch):
-        batch = batch[0] if len(batch) == 1 else batch
-        return tf.nest.map_structure(
-            lambda v: tf.ensure_shape(v, [batch_size, *v.shape[1:]]), batch
-        )
-
-    return ensure
 
 
 # -- the picture store with augment=: pictures decoded once, crops cut every epoch ----
@@ -334,25 +336,15 @@ class StoreReads:
 
     def __init__(
         self,
-        pictures: store.PictureCache,
+        cache: stores.Store,
         slots: records.Slots,
         features: dict[str, tf.TensorSpec],
         augment: Augment | None,
         seed: int,
-        allocate,
         sizes: Callable[[int], tuple[int, int]],
-        kept: dict[str, np.ndarray] | None = None,
     ):
-        """`sizes`: epoch -> output size (`epoch_sizes`); `kept`: the features' rows, if
-        they come from elsewhere (a persistent file); `allocate`: where the pictures'
-        memory came from (told once they are all written, if it asks)."""
-        if kept is None:
-            kept = {
-                k: np.zeros((len(pictures), *spec.shape), _numpy_dtype(spec.dtype))
-                for k, spec in features.items()
-            }
-        filling = allocate if hasattr(allocate, "filled") else None
-        self.store = stores.Store(pictures, slots.slots, kept, filling=filling, placed=allocate)
+        """`sizes`: epoch -> output size (`epoch_sizes`)."""
+        self.store = cache
         self.slots = slots
         self.keys = sorted(features)
         self.specs = features
@@ -391,9 +383,8 @@ class StoreReads:
         self.store.when_filled()
         return slots
 
-    def read_ahead(self, slots) -> np.int64:
+    def read_ahead(self, slots) -> None:
         self.store.read_ahead(slots)
-        return np.int64(0)
 
     def serve(self, epoch, slots) -> list[np.ndarray]:
         """[images, *features] of store slots `slots`, augmented for `epoch`."""
@@ -435,13 +426,9 @@ def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
 
 
 def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray, np.ndarray]:
-    """(heights, widths) per slot of the pictures windows are drawn in: the stored
-    size when the dataset's is fixed, else one pass over the JPEG headers (and the
-    hook's windows); nothing is decoded."""
+    """(heights, widths) per slot of the pictures windows are drawn in, from one pass
+    over the JPEG headers (and the hook's windows); nothing is decoded."""
     n = len(slots.index)
-    stored = reading.features["image"].shape[:2]
-    if reading.parse_batch is not None and None not in stored:
-        return np.full(n, stored[0], np.int64), np.full(n, stored[1], np.int64)
     indexed = reading.records()
     if reading.parse_batch is not None:
         image_only = {"image": tf.io.FixedLenFeature([], tf.string)}
@@ -459,7 +446,7 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
             if boxes.shape[1]:
                 heights[slot], widths[slot] = boxes[i, 2], boxes[i, 3]
             else:
-                heights[slot], widths[slot] = augmented.picture_size(jpegs[i])
+                heights[slot], widths[slot] = jpeg_blocks.stored_size(jpegs[i])
     return heights, widths
 
 
@@ -469,218 +456,103 @@ def make_cache(reading: Reading) -> StoreReads:
     (no `augment`) and a read without a crop keep each picture at the output size."""
     size = augmented.output_size(reading)
     augment = reading.augment
-    crops = augment is not None and augment.crop is not None
     features = cached_features(reading)
     slots = reading.slots
-    n = len(slots.index)
     shorter_side = None  # The whole picture at the output size: no reference size needed.
-    if crops:
+    if augment is not None and augment.crop is not None:
         shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
     what = f"{reading.builder.info.full_name} {reading.split}" + (
         " (augment cache)" if augment is not None else ""
     )
-
-    def sizes():
-        if not crops:
-            return np.full(n, size[0]), np.full(n, size[1])
-        return reference_sizes(reading, slots)
-
-    if reading.cache.persist:
-        stored = stored_pictures.open_pictures(
-            pictures_origin(reading),
-            slots.index,
-            output_size=size,
-            shorter_side=shorter_side,
-            features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
-            sizes=sizes,
-            folder=reading.cache.folder,
-            budget=reading.cache.budget,
-            what=what,
-        )
-        if stored is not None:
-            return StoreReads(
-                stored.pictures,
-                slots,
-                features,
-                augment,
-                reading.seed,
-                stored.filling,
-                augmented.epoch_sizes(reading),
-                kept=stored.features,
-            )
-    heights, widths = sizes()
-    cache_h, cache_w = (
-        (heights, widths)
-        if shorter_side is None
-        else store.cache_size(heights, widths, shorter_side)
+    stored = tuple(reading.features["image"].shape[:2])
+    cache = open_store(
+        slots.index,
+        slots.slots,
+        output_size=size,
+        shorter_side=shorter_side,
+        features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
+        # A transform's window cuts each picture: its reference size is read per example.
+        stored_size=stored if reading.parse_batch is not None and None not in stored else None,
+        header_sizes=lambda: reference_sizes(reading, slots),
+        origin=pictures_origin(reading) if reading.cache.persist else None,
+        folder=reading.cache.folder,
+        budget=reading.cache.budget,
+        what=what,
     )
-    need = int(np.sum(np.asarray(cache_h, np.int64) * cache_w * 3))
-    allocate = placement.allocator(
-        need, what=what, cache_budget=reading.cache.budget, cache_dir=reading.cache.folder
-    )
-    pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
-    return StoreReads(
-        pictures,
-        slots,
-        features,
-        augment,
-        reading.seed,
-        allocate,
-        augmented.epoch_sizes(reading),
-    )
+    return StoreReads(cache, slots, features, augment, reading.seed, augmented.epoch_sizes(reading))
 
 
 def cached_batches(reading: Reading):
-    """fn(epoch, first) -> that epoch's batches from batch `first` on: epoch 0 (every
-    epoch unshuffled) fills an empty cache as it serves, or replays the order it
-    streamed in from a filled one; a later shuffled epoch is a permutation of the split
-    served from the cache, which an empty cache (a resumed run) first fills for."""
+    """fn(epoch, first) -> that epoch's batches (`cached_epochs`) of the picture store:
+    each block's pictures decoded into the store and the block cut from it by the
+    serving step (epoch 0), then every batch cut from the store."""
     cache = make_cache(reading)
-    key, keys = cache.key, cache.keys
-    specs = cache.specs
+    key, keys, specs = cache.key, cache.keys, cache.specs
     shape = augmented.image_shape(reading)
-    n, block = len(cache.slots.index), augmented.block_size(reading)
-    seed = reading.seed
-    shuffle = reading.order.shuffle
-    batched = reading.batching.batch_size is not None
-    drop = reading.batching.drop_remainder and batched
-    slots = cache.slots
-    ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for pictures on disk.
-    if cache.store.reads_ahead and shuffle:
-        block_bytes = block * cache.nbytes / max(n, 1)
-        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block_bytes, 1))))
+    n = len(cache.slots.index)
 
-    def fill_epoch(epoch):
-        def run(indices, batch):
-            batch = dict(batch)
-            boxes = augmented.windows_of(batch)
-            images = tf.numpy_function(
-                lambda *args: stores.live(key).fill(*args),
-                [epoch, indices, batch["image"], boxes, *(batch[k] for k in keys)],
-                tf.uint8,
-                stateful=True,
-            )
-            batch["image"] = tf.ensure_shape(images, shape)
-            batch[INDEX_KEY] = indices
-            return batch
+    def parts(indices, batch):
+        """(the block's output keys, what the store writes: [indices, JPEGs, windows,
+        *features])."""
+        batch = dict(batch)
+        boxes = augmented.windows_of(batch)  # Taken out: the output holds no windows.
+        return batch, [indices, batch["image"], boxes, *(batch[k] for k in keys)]
 
-        ds = augmented.epoch_blocks(reading, epoch).map(
-            run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+    def fill(epoch, indices, batch):
+        batch, args = parts(indices, batch)
+        images = tf.numpy_function(
+            lambda *args: stores.live(key).fill(*args), [epoch, *args], tf.uint8, stateful=True
         )
-        # Every example is written, also those of a last partial batch that
-        # drop_remainder leaves out of this epoch's output.
-        return augmented.finish(reading, ds, dropped=False)
+        batch["image"] = tf.ensure_shape(images, shape)
+        batch[INDEX_KEY] = indices
+        return batch
 
-    def serve_epoch(epoch, first):
-        order = tf.range(n, dtype=tf.int64)
-        if shuffle:
-            order = tf.random.experimental.stateless_shuffle(
-                order, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
-            )
-        count = n // block if drop else -(-n // block)
-        skip = first if batched else tf.constant(0, tf.int64)
+    def put(indices, batch):
+        _, args = parts(indices, batch)
+        return tf.numpy_function(
+            lambda *args: np.int64(len(stores.live(key).put(*args))),
+            args,
+            tf.int64,
+            stateful=True,
+        )
 
-        def permuted(i):
-            rows = order[i * block : (i + 1) * block]
-            if ahead is None:
-                return rows
-            # Pictures on disk: ask for those `ahead` blocks on (the first call: up to there).
-            start = tf.where(i == skip, skip * block, (i + ahead) * block)
-            asked = tf.numpy_function(
-                _read_ahead(key), [order[start : (i + ahead + 1) * block]], tf.int64, stateful=True
-            )
-            with tf.control_dependencies([asked]):
-                return tf.identity(rows)
+    def serving(epoch):
+        index = tf.constant(cache.slots.index)
 
-        rows = tf.data.Dataset.range(skip, count).map(permuted)
-        if shuffle:
-            # Epoch 0 streamed in the order its records came in: replay it.
-            streamed = (
-                reading.shuffled(reading.records(epoch, indices_only=True), epoch)
-                .batch(block)
-                .map(slots.tf_slots)
-                .skip(skip)
-            )
-            if drop:
-                streamed = streamed.filter(lambda r: tf.shape(r)[0] == block)
-            zero = tf.equal(epoch, 0)
-            rows = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
-                rows.take(tf.where(zero, tf.constant(0, tf.int64), -1))
-            )
-
-        def gather(rows):
+        def gather(slots):
             served = tf.numpy_function(
-                lambda epoch, rows: stores.live(key).serve(epoch, rows),
-                [epoch, rows],
+                lambda epoch, slots: stores.live(key).serve(epoch, slots),
+                [epoch, slots],
                 [tf.uint8, *(specs[k].dtype for k in keys)],
                 stateful=True,
             )
             batch = {"image": tf.ensure_shape(served[0], shape)}
             for k, values in zip(keys, served[1:], strict=True):
                 batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
-            batch[INDEX_KEY] = tf.gather(tf.constant(slots.index), rows)
+            batch[INDEX_KEY] = tf.gather(index, slots)
             return batch
 
-        ds = rows.map(
-            gather, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+        return gather
+
+    one_epoch = cached_epochs(
+        CachedPlan(
+            reading,
+            key,
+            cache.nbytes / max(n, 1),
+            cache.store.reads_ahead,
+            lambda epoch: augmented.epoch_blocks(reading, epoch),
+            fill,
+            put,
+            serving,
         )
-        ds = augmented.finish(reading, ds, dropped=True)
-        return ds if batched else ds.skip(first)
-
-    def one_epoch(epoch, first):
-        streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
-        mode = tf.numpy_function(
-            lambda streamed: stores.live(key).begin(bool(streamed)),
-            [streamed],
-            tf.int64,
-            stateful=True,
-        )
-        # take(0) gets an empty iterator: the branch not taken is never set up, so a
-        # served epoch starts without opening the shard files.
-        fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
-        quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
-        filled = fill_epoch(epoch).skip(first)  # Skipped batches are cached all the same.
-        served = serve_epoch(epoch, first)
-        quiet = quiet_fill_as(served.element_spec)
-        return (
-            filled.take(fill_count)
-            .concatenate(quiet.take(quiet_count))
-            .concatenate(served.take(serve_count))
-        )
-
-    def quiet_fill_as(spec):
-        """The quiet fill as a dataset of `spec` that yields nothing."""
-
-        def run(indices, batch):
-            batch = dict(batch)
-            boxes = augmented.windows_of(batch)
-            return tf.numpy_function(
-                lambda *args: np.int64(len(stores.live(key).put(*args))),
-                [indices, batch["image"], boxes, *(batch[k] for k in keys)],
-                tf.int64,
-                stateful=True,
-            )
-
-        ds = augmented.epoch_blocks(reading, None).map(run, num_parallel_calls=AUTOTUNE)
-        return nothing_of(ds, spec)
-
+    )
     # The dataset that uses these epochs keeps the cache alive (see `stores.register`).
     one_epoch.keep = cache
     return one_epoch
 
 
-FILL, SERVE, FILL_THEN_SERVE = stores.FILL, stores.SERVE, stores.FILL_THEN_SERVE
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
-
-
-def _read_ahead(key: int):
-    def read_ahead(slots):
-        reads = stores.find(key)
-        return np.int64(0) if reads is None else reads.read_ahead(slots)
-
-    return read_ahead
 
 
 def _fixed_window(box) -> Callable | None:
@@ -712,33 +584,31 @@ def pictures_origin(reading) -> stored_pictures.Origin:
     )
 
 
-def arena_rows(reading, specs: dict[str, tf.TensorSpec]):
-    """(allocate, filled_rows) for `reading`'s arena of `specs`: with `persist`, the rows
-    of a persistent file to serve (filled_rows) or a new persistent file to fill; else,
-    or where this run cannot persist, memory or disk rows (`placement`)."""
-    if not reading.cache.persist:
-        return arena_allocator(reading, specs), None
-    rows = stored_pictures.open_rows(
-        pictures_origin(reading),
-        reading.slots.index,
-        output_size=as_hw(reading.image_size),
-        features={k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()},
-        folder=reading.cache.folder,
-        budget=reading.cache.budget,
-        what=f"{reading.builder.info.full_name} {reading.split}",
-        decoder=f"tensorflow {tf.__version__}" if reading.service_address is not None else None,
-    )
-    if rows is None:
-        return arena_allocator(reading, specs), None
-    return rows.allocate, rows.filled
-
-
-def arena_allocator(reading, specs: dict[str, tf.TensorSpec]):
-    """Where the arena of examples of `specs` gets its rows: memory, or disk when they do
-    not fit the budget (one log line says so; no room at all: an error)."""
-    return placement.allocator(
+def arena_rows(reading, specs: dict[str, tf.TensorSpec]) -> tuple[Backing, bool]:
+    """(backing, filled) for `reading`'s arena of `specs`: with `persist`, the rows of a
+    persistent file to serve (filled) or a new persistent file to fill; else, or where
+    this run cannot persist, memory or disk rows (`placement`)."""
+    if reading.cache.persist:
+        rows = stored_pictures.open_rows(
+            pictures_origin(reading),
+            reading.slots.index,
+            output_size=as_hw(reading.image_size),
+            features={
+                k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()
+            },
+            folder=reading.cache.folder,
+            budget=reading.cache.budget,
+            what=f"{reading.builder.info.full_name} {reading.split}",
+            decoder=f"tensorflow {tf.__version__}" if reading.service_address is not None else None,
+        )
+        if rows is not None:
+            return rows.backing, rows.filled
+    # Memory, or disk when the rows do not fit the budget (one log line says so; no room
+    # at all: an error).
+    backing = placement.allocator(
         reading.num_examples * row_bytes(specs),
         what=f"{reading.builder.info.full_name} {reading.split}",
         cache_budget=reading.cache.budget,
         cache_dir=reading.cache.folder,
     )
+    return backing, False

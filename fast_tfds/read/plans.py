@@ -67,43 +67,10 @@ def choose_plan(reading: Reading) -> Plan:
     return Plan.PER_EXAMPLE
 
 
-def _arena_epochs(reading: Reading) -> cached.ArenaEpochs:
-    return cached.ArenaEpochs(
-        reading.num_examples,
-        reading.batching,
-        reading.order,
-        reading.output_fn,
-        seed=reading.seed,
-        slots=reading.slots,
-        with_index=reading.with_index,
-    )
-
-
-def _index_blocks(reading: Reading, block: int):
-    """fn(epoch) -> the indices of each block of `epoch`, in the order it streams."""
-    return lambda epoch: reading.shuffled(reading.records(epoch, indices_only=True), epoch).batch(
-        block
-    )
-
-
 def _arena_of_examples(reading: Reading) -> MakeEpoch:
     """Plan.ARENA_OF_EXAMPLES: decoded examples shuffled ─ batched ─ copied into the
     arena (epoch 1); later epochs gather from the arena."""
-    epochs = _arena_epochs(reading)
-    specs = reading.examples().element_spec[1]
-    allocate, filled_rows = cached.arena_rows(reading, specs)
-    index_blocks = None if reading.service_address else _index_blocks(reading, epochs.block)
-    make_epoch, _ = cached.arena_batches(
-        lambda epoch: reading.shuffled(reading.examples(epoch), epoch).batch(
-            epochs.block, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
-        ),
-        epochs,
-        specs=specs,
-        index_blocks=index_blocks,
-        allocate=allocate,
-        filled_rows=filled_rows,
-    )
-    return make_epoch
+    return cached.arena_batches(reading, reading.examples().element_spec[1])
 
 
 def _per_example(reading: Reading) -> MakeEpoch:

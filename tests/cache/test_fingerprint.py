@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 
 from fast_tfds.cache import fingerprint, persisted, persistent, tf_file_listing
+from fast_tfds.cache.pictures import PictureSizes
+from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
 DATA = Path(__file__).parent / "data"
@@ -189,7 +191,7 @@ def test_a_persistent_file_written_before_is_served(build):
     def never():
         raise AssertionError("a served file is not filled again")
 
-    served = persisted.open_pictures(
+    opened = persisted.open_pictures(
         origin("build"),
         np.arange(N),
         output_size=SIZE,
@@ -200,8 +202,11 @@ def test_a_persistent_file_written_before_is_served(build):
         budget=None,
         what="toy train",
     )
-    assert served is not None and served.filling is None
-    assert served.path == Path("cache") / LOCAL_NAME
+    assert opened is not None and opened.filled
+    assert isinstance(opened.backing, persistent.ServedFile)
+    assert opened.path == Path("cache") / LOCAL_NAME
+    pictures = PictureSizes(opened.heights, opened.widths, SIZE, SHORTER_SIDE)
+    served = Store(N, FEATURES, None, opened.backing, pictures=pictures, filled=opened.filled)
     heights, widths, labels = PINNED_ROWS
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)
     np.testing.assert_array_equal(served.pictures.reference_widths, widths)

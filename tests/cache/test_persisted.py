@@ -11,8 +11,10 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import housekeeping, persisted, persistent_listing
+from fast_tfds.cache import housekeeping, persisted, persistent, persistent_listing
 from fast_tfds.cache.persistent_format import read_header
+from fast_tfds.cache.pictures import PictureSizes
+from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
 SIZE = (16, 16)
@@ -115,6 +117,17 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
     assert not (tmp_path / "cache").exists()
 
 
+def store_of(opened: persisted.Stored, common: dict) -> Store:
+    """The store a back end makes of an opened file (slot = example index)."""
+    pictures = PictureSizes(
+        opened.heights, opened.widths, common["output_size"], common["shorter_side"]
+    )
+    n = len(opened.heights)
+    return Store(
+        n, common["features"], None, opened.backing, pictures=pictures, filled=opened.filled
+    )
+
+
 @pytest.mark.parametrize("budget", [None, 1], ids=["in memory", "over budget"])
 def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_path, budget):
     n, rng = 6, np.random.default_rng(0)
@@ -127,10 +140,12 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         "budget": budget,
         "what": "toy train",
     }
-    stored = persisted.open_pictures(
+    opened = persisted.open_pictures(
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
-    assert stored is not None and stored.filling is not None
+    assert opened is not None and not opened.filled
+    assert isinstance(opened.backing, persistent.FileFill)
+    stored = store_of(opened, common)
     pictures = []
     for slot in reversed(range(n)):  # in any order
         view = stored.pictures.images.view(slot)
@@ -139,21 +154,23 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         stored.features["label"][slot] = 100 + slot
         stored.pictures.images.mark(slot)
     filled = stored.pictures.images.buffer
-    stored.filling.filled(filled)
-    stored.filling.writing.join(timeout=60)
-    assert stored.filling.fill.persisted
+    stored.when_filled()
+    opened.backing.writing.join(timeout=60)
+    assert opened.backing.persisted
     found = housekeeping.find(tmp_path / "cache", persistent_listing.PERSISTENT)
     assert [(f.where, key_kind(f.where), f.spent) for f in found] == [
-        (str(stored.path), "pictures", None)
+        (str(opened.path), "pictures", None)
     ]
 
     def never():
         raise AssertionError("a served file needs no reference sizes")
 
-    served = persisted.open_pictures(
+    reopened = persisted.open_pictures(
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
-    assert served is not None and served.filling is None and served.path == stored.path
+    assert reopened is not None and reopened.filled and reopened.path == opened.path
+    assert isinstance(reopened.backing, persistent.ServedFile)
+    served = store_of(reopened, common)
     assert served.pictures.images.filled
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)
     np.testing.assert_array_equal(served.pictures.reference_widths, widths)

@@ -1,6 +1,6 @@
 """The persistent arena's file without TensorFlow: fill, header checks, the key's lock.
 
-An `Arena` over plain numpy columns is filled through `persistent.FileFill` as the
+A table of fixed columns (`Store`) is filled with a `persistent.FileFill` backing as the
 reader fills it (batches written at their rows, in any order), then opened again as
 another run would open it. Every byte of the header is flipped in turn: each flip is
 caught at open.
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import arena as arenas
 from fast_tfds.cache import persistent, persistent_listing
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
+from fast_tfds.cache.store import Store
 
 N = 37
 KEY = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
@@ -44,10 +44,8 @@ def fill(
     """Fills the file of `key` as the reader does: blocks of 8 written out of order.
     `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
     opened = open_toy(folder, key, read_ahead=read_ahead)
-    assert opened.rows is None and opened.allocate is not None
-    columns = {k: arenas.Column(shape, np.dtype(dtype)) for k, (shape, dtype) in COLUMNS.items()}
-    arena = arenas.Arena(N, columns, opened.allocate)
-    _, generation = arena.begin()
+    assert opened.rows is None and opened.fill is not None
+    arena = Store(N, COLUMNS, None, opened.fill)
     data = rows()
     filled = arena.arrays
     starts = list(range(0, N, 8))[::-1]
@@ -55,9 +53,9 @@ def fill(
         if stop_after is not None and i == stop_after:
             return opened
         stop = min(start + 8, N)
-        arena.write(generation, start, *(data[k][start:stop] for k in arena.keys))
+        arena.write(np.arange(start, stop), *(data[k][start:stop] for k in arena.keys))
     assert arena.filled
-    opened.allocate.writing.join(timeout=60)
+    opened.fill.writing.join(timeout=60)
     if not read_ahead:  # Filled in memory, then served from the file's mapping.
         assert arena.arrays is not filled
         for k in arena.keys:
@@ -78,8 +76,8 @@ def test_a_filled_file_is_served_with_the_rows_written(
         monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
     kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
-    assert type(opened.allocate) is kind
-    assert opened.allocate.persisted and opened.path.exists()
+    assert type(opened.fill) is kind
+    assert opened.fill.persisted and opened.path.exists()
     got = served(tmp_path)
     assert got is not None
     for k, want in rows().items():
@@ -103,8 +101,8 @@ def test_every_header_byte_flipped_is_caught_and_refilled(tmp_path, caplog):
         path.write_bytes(bytes(damaged))
         opened = open_toy(tmp_path)
         assert opened.rows is None, f"a flipped byte at {position} was not caught"
-        assert opened.allocate is not None  # refilled
-        opened.allocate.close()
+        assert opened.fill is not None  # refilled
+        opened.fill.close()
         path.write_bytes(original)
     assert served(tmp_path) is not None
 
@@ -114,9 +112,9 @@ def test_a_truncated_file_is_refilled(tmp_path, caplog):
     size = path.stat().st_size
     os.truncate(path, size - 4096)
     opened = open_toy(tmp_path)
-    assert opened.rows is None and opened.allocate is not None
+    assert opened.rows is None and opened.fill is not None
     assert any("is truncated" in r.getMessage() for r in caplog.records), caplog.text
-    opened.allocate.close()
+    opened.fill.close()
 
 
 def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, caplog):
@@ -129,7 +127,7 @@ def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, c
     opened = open_toy(tmp_path, other)
     assert opened.rows is None
     assert any("was made from other inputs" in r.getMessage() for r in caplog.records)
-    opened.allocate.close()
+    opened.fill.close()
 
 
 def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
@@ -138,10 +136,10 @@ def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
     assert len(temps) == 1 and not opened.path.exists()
     # While it runs, a second filler finds the key taken and caches in memory.
     second = open_toy(tmp_path)
-    assert second.rows is None and second.allocate is None
-    opened.allocate.close()
+    assert second.rows is None and second.fill is None
+    opened.fill.close()
     assert not temps[0].exists() and not opened.path.exists()
-    assert fill(tmp_path).allocate.persisted
+    assert fill(tmp_path).fill.persisted
 
 
 def test_the_format_version_is_in_the_header(tmp_path):
@@ -174,12 +172,12 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
         return N, {"bytes": ((), np.uint8, 1000), "label": ((), np.int64)}, False
 
     opened = persistent.open_or_plan(tmp_path, key, plan, what="toy pictures")
-    fill = opened.allocate
+    fill = opened.fill
     arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
     assert {k: a.shape for k, a in arrays.items()} == {"bytes": (1000,), "label": (N,)}
     for k, a in arrays.items():
         a[...] = data[k]
-    fill.complete(arrays)
+    fill.filled(arrays, lambda old, new: False)
     fill.writing.join(timeout=60)
     assert fill.persisted
     header = read_header(os.open(opened.path, os.O_RDONLY))

@@ -40,21 +40,17 @@ def test_pictures_are_written_once_and_read_back_without_overlap():
     assert all(np.array_equal(store.image(i), pictures[i]) for i in range(len(sizes)))
 
 
-def test_the_buffer_comes_from_the_allocator(tmp_path):
+def test_the_buffer_is_the_one_given(tmp_path):
     path = tmp_path / "rows"
-
-    def on_disk(shape, dtype):
-        return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
-
-    store = ragged.RaggedImages(ragged.RaggedLayout.of_sizes([4, 2], [3, 5]), on_disk)
+    layout = ragged.RaggedLayout.of_sizes([4, 2], [3, 5])
+    on_disk = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(layout.nbytes,))
+    store = ragged.RaggedImages(layout, on_disk)
     store.put(1, np.full((2, 5, 3), 7, np.uint8))
     store.buffer.flush()
     assert (np.load(path)[36:] == 7).all() and store.nbytes == 66
 
-    with pytest.raises(ValueError, match=r"allocate gave float32\[66\], not uint8\[66\]"):
-        ragged.RaggedImages(
-            ragged.RaggedLayout.of_sizes([4, 2], [3, 5]), lambda s, d: np.zeros(s, np.float32)
-        )
+    with pytest.raises(ValueError, match=r"the buffer is float32\[66\], not uint8\[66\]"):
+        ragged.RaggedImages(layout, np.zeros(66, np.float32))
 
 
 def test_pictures_at_the_output_size_are_fixed_rows_of_the_same_buffer():

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from fast_tfds.cache import arena
+from fast_tfds.cache import store
 from tests.helpers import REPO, child_env
 
 _USE_THE_CORE = """
@@ -19,8 +19,8 @@ import numpy as np
 import cats_vs_dogs_fast, stanford_dogs_tfrecord
 from fast_tfds.core import dataset_hooks, jpeg_blocks, options, sizes, splits
 from fast_tfds.core import builder_lookup
-from fast_tfds.cache import arena, disk_rows, housekeeping, memory_budget, persistent_listing
-from fast_tfds.cache import placement, tf_file_listing
+from fast_tfds.cache import disk_rows, housekeeping, memory_budget, persistent_listing
+from fast_tfds.cache import placement, store, tf_file_listing
 
 builder = builder_lookup.load_builder(
     "cats_vs_dogs_fast", data_dir=sys.argv[1], download_and_prepare=False
@@ -37,11 +37,10 @@ result = {
     "window": parts.window({"objects/bbox": np.array([0.0, 0.0, 0.5, 0.5])})(10, 10),
     "decoded": list(jpeg_blocks.decode_jpeg_block(np.array([], object), (2, 2, 3)).shape),
 }
-# An arena of 3 rows in memory (a budget that fits), filled and read back.
-allocate = placement.allocator(3 * 4, what="test", cache_budget=1 << 20, cache_dir=None)
-cache = arena.Arena(3, {"x": arena.Column((4,), np.dtype(np.uint8))}, allocate)
-rows = cache.begin()
-result["arena_state"] = [int(v) for v in rows]
+# A table of 3 rows in memory (a budget that fits), asked what its first epoch does.
+backing = placement.allocator(3 * 4, what="test", cache_budget=1 << 20, cache_dir=None)
+cache = store.Store(3, {"x": ((4,), np.uint8)}, None, backing)
+result["arena_state"] = int(cache.begin(True))
 result["budget_positive"] = memory_budget.available_memory().bytes > 0
 kinds = (tf_file_listing.FILE_CACHES, disk_rows.ROWS, persistent_listing.PERSISTENT)
 result["listed"] = sum(len(housekeeping.find(sys.argv[1], kind)) for kind in kinds)
@@ -74,7 +73,7 @@ def test_the_core_works_where_tensorflow_cannot_be_imported(tmp_path, cats_data_
     assert result.pop("tensorflow") == "tensorflow is not installed"
     assert result.pop("loaded") == []
     assert 0 < result.pop("examples")
-    assert result.pop("arena_state")[0] == arena.FILL  # A new arena asks to be filled.
+    assert result.pop("arena_state") == store.FILL  # A new table asks to be filled.
     assert result.pop("budget_positive") is True
     assert result.pop("listed") == 0  # No cache of any kind in the data folder.
     assert result == {"size": [224, 224], "window": [0, 0, 5, 5], "decoded": [0, 2, 2, 3]}

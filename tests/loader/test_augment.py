@@ -20,6 +20,7 @@ import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
 from fast_tfds.augment import kernels, recipe, windows
+from fast_tfds.cache import persistent
 from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
@@ -436,8 +437,9 @@ def test_shards_persist_apart_and_each_serves_its_own_examples(
             for images, labels in loader
             for image, label in zip(images, labels, strict=True)
         )
-        if loader.cache.pictures.images.filled and loader.cache._filling is not None:
-            loader.cache._filling.writing.join(timeout=60)
+        backing = loader.cache.backing  # The file is written out in a thread of its own.
+        if isinstance(backing, persistent.FileFill) and backing.writing is not None:
+            backing.writing.join(timeout=60)
         return out
 
     filled = [epoch(0), epoch(1)]

@@ -12,26 +12,29 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from fast_tfds.cache import arena
+from fast_tfds.cache import memory
 from fast_tfds.cache import store as stores
 from fast_tfds.read import cached
 from tests.pairs import Output
 from tests.read.reading import arena_rows, digest, epoch, read
 
 
-def _new_arena(before: set[int]) -> arena.Arena:
-    (made,) = (a for a in arena.live_arenas() if a.key not in before)
+def _new_arena(before: set[int]) -> stores.Store:
+    """The arena of examples made since `before`: a table of fixed columns, registered
+    itself (a picture store is registered through its reader's wiring)."""
+    (made,) = (c for c in stores.live_caches() if id(c) not in before)
+    assert isinstance(made, stores.Store) and made.pictures is None
     return made
 
 
 def _new_store(before: set[int]) -> cached.StoreReads:
-    (made,) = (c for c in stores.live_caches() if c.key not in before)
+    (made,) = (c for c in stores.live_caches() if id(c) not in before)
     assert isinstance(made, cached.StoreReads)
     return made
 
 
 def _keys() -> set[int]:
-    return {c.key for c in stores.live_caches()}
+    return {id(c) for c in stores.live_caches()}
 
 
 def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stored):
@@ -42,10 +45,11 @@ def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stor
     before, held = _keys(), stores.bytes_held()
     ds = read(cats_data_dir)
     made = _new_store(before)
-    # Reserved up front for the whole split: each picture at the output size, in uint8.
+    # Reserved up front for the whole split: each picture at the output size, in uint8,
+    # its reference size and its label (int64s).
     assert len(made.store) == n and not made.store.filled
     assert made.pictures.uniform
-    assert stores.bytes_held() - held == made.nbytes == n * 224 * 224 * 3
+    assert stores.bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 3 * 8)
 
     stored["train"].check(epoch(ds))  # The fill.
     assert made.store.filled
@@ -134,8 +138,8 @@ def test_transformed_examples_are_copied_into_the_arena(cats_data_dir, stored):
 def test_the_cache_is_freed_with_its_dataset(cats_data_dir, options):
     before = _keys()
     ds = read(cats_data_dir, **options)
-    (made,) = (c for c in stores.live_caches() if c.key not in before)
-    key, nbytes = made.key, made.nbytes
+    (made,) = (c for c in stores.live_caches() if id(c) not in before)
+    key, nbytes = id(made), made.nbytes
     del made
     epoch(ds)
     epoch(ds)
@@ -151,35 +155,38 @@ def test_the_cache_is_freed_with_its_dataset(cats_data_dir, options):
 
 def test_a_fill_whose_arena_is_gone_still_runs():
     # An iterator may outlive its dataset (and so the arena): its writes are dropped.
-    columns = {"label": arena.Column((), np.dtype(np.int64))}
-    key = arena.Arena(2, columns).key  # Gone at once: nothing holds it.
+    key = stores.register(stores.Store(2, {"label": ((), np.int64)}))  # Gone at once.
     gc.collect()
     assert key not in _keys()
-    assert arena.write(key, 1, 0, np.array([0, 1])) == 0
+    assert stores.write(key, np.arange(2), np.array([0, 1])) == 0
 
 
-def test_rows_come_from_the_allocation_given():
-    # Where the memory comes from is one function: rows on disk can take its place.
-    made = []
+def test_rows_come_from_the_backing_given_which_is_told_once_filled():
+    # Where the memory comes from is the backing: rows on disk can take its place.
+    made, told = [], []
 
-    def allocate(shape, dtype):
-        made.append((shape, np.dtype(dtype)))
-        return np.zeros(shape, dtype)
+    class Recorded(memory.InMemory):
+        def columns(self, wanted):
+            made.append(wanted)
+            return {k: np.zeros(shape, dtype) for k, (shape, dtype) in wanted.items()}
 
-    columns = {"label": arena.Column((), np.dtype(np.int64))}
-    store = arena.Arena(3, columns, allocate=allocate)
-    assert made == [((3,), np.dtype(np.int64))]
-    assert store.begin()[0] == arena.FILL
-    store.write(1, 0, np.array([7, 8, 9]))
-    assert store.filled and store.begin()[0] == arena.SERVE
+        def filled(self, arrays, replace):
+            told.append(arrays)
+
+    store = stores.Store(3, {"label": ((), np.int64)}, None, Recorded())
+    assert made == [{"label": ((3,), np.dtype(np.int64))}]
+    assert store.begin(True) == stores.FILL
+    store.write(np.arange(3), np.array([7, 8, 9]))
+    assert store.filled and store.begin(True) == stores.SERVE
     np.testing.assert_array_equal(store.arrays["label"], [7, 8, 9])
+    assert len(told) == 1 and told[0] is store.arrays
 
 
-@pytest.mark.skipif(arena.MADVISE is None, reason="Linux only (MADV_POPULATE_WRITE)")
+@pytest.mark.skipif(memory.MADVISE is None, reason="Linux only (MADV_POPULATE_WRITE)")
 def test_a_block_is_backed_by_memory_before_it_is_written():
     import resource
 
-    store = arena.Arena(16, {"image": arena.Column((224, 224, 3), np.dtype(np.uint8))})
+    store = stores.Store(16, {"image": ((224, 224, 3), np.uint8)})
     rows = store.arrays["image"]
 
     def faults_writing(block):
@@ -187,7 +194,7 @@ def test_a_block_is_backed_by_memory_before_it_is_written():
         block[...] = 7
         return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
 
-    arena.prefault(rows[:8])
+    memory.prefault(rows[:8])
     prefaulted = faults_writing(rows[:8])
     untouched = faults_writing(rows[8:])
     if untouched < 8 * 30:

@@ -163,7 +163,7 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     before = set(map(id, stores.live_caches()))
     ds = read(cats_data_dir, config="original", image_size=160, cache_budget=1, cache_dir=folder)
     (made,) = [c for c in stores.live_caches() if id(c) not in before]
-    files = _arena_files(folder)  # The pictures' pixels (the labels stay in memory).
+    files = _arena_files(folder)  # Every column: the pixels, reference sizes and labels.
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
     assert str(folder) in _mapping_of(made.pictures.images.buffer)
@@ -189,7 +189,8 @@ def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_pat
     ds = read(cats_data_dir, image_size=160, cache_budget=1 << 40, cache_dir=folder)
     (made,) = [c for c in stores.live_caches() if id(c) not in before]
     n = len(truth["224"])
-    assert len(made.store) == n and stores.bytes_held() - held == n * 160 * 160 * 3
+    # Each picture at 160 px, its reference size and its label (int64s).
+    assert len(made.store) == n and stores.bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
     for _ in range(2):  # The fill, then an epoch from the store.
         truth["224"].check(epoch(ds), size=160)
     assert made.store.filled and not made.store.reads_ahead
