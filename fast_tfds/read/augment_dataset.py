@@ -108,19 +108,30 @@ def windows_of(batch: dict) -> tf.Tensor:
     return tf.cast(window, tf.int32)
 
 
-def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.Dataset:
-    """Blocks of output dicts -> the reader's batches (or examples)."""
+def finish(
+    reading: Reading, ds: tf.data.Dataset, *, dropped: bool, step: Callable | None = None
+) -> tf.data.Dataset:
+    """Blocks of output dicts (or the elements `step` makes them from) -> the reader's
+    batches (or examples).
+
+    `step` (the decode or the gather of a block) runs in the same map as the output
+    conversion: one pipeline stage per batch, and one function fewer that every new
+    iterator instantiates (an optimization pass each); a fill that drop_remainder cuts
+    keeps its step apart, since every block is written before the partial one goes."""
     batch_size = reading.batching.batch_size
     deterministic = reading.order.deterministic
-    if not reading.with_index:
-        ds = ds.map(lambda batch: {k: v for k, v in batch.items() if k != INDEX_KEY})
-    if batch_size is None:
-        return ds.unbatch().map(reading.output_fn)
-    if reading.batching.drop_remainder and not dropped:
-        ds = ds.filter(lambda batch: tf.shape(batch["image"])[0] == batch_size)
-    if reading.batching.drop_remainder:
-        ds = ds.map(
-            lambda batch: tf.nest.map_structure(
+    drop = reading.batching.drop_remainder and batch_size is not None
+
+    def blocks(*element):
+        batch = element[0] if step is None else step(*element)
+        if reading.with_index:
+            return batch
+        return {k: v for k, v in batch.items() if k != INDEX_KEY}
+
+    def batches(*element):
+        batch = blocks(*element)
+        if drop:
+            batch = tf.nest.map_structure(
                 lambda v: (
                     tf.ensure_shape(v, [batch_size, *v.shape[1:]])
                     if isinstance(v, tf.Tensor)
@@ -128,8 +139,17 @@ def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.D
                 ),
                 batch,
             )
-        )
-    return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        return reading.output_fn(batch)
+
+    def parallel(fn):
+        return ds.map(fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+
+    if batch_size is None:
+        return parallel(blocks).unbatch().map(reading.output_fn)
+    if drop and not dropped:
+        ds = parallel(blocks).filter(lambda batch: tf.shape(batch["image"])[0] == batch_size)
+        step = None  # done: `blocks` below only drops the index again (a no-op)
+    return parallel(batches)
 
 
 def picture_size(jpeg: bytes) -> tuple[int, int]:
@@ -202,8 +222,7 @@ def stream(reading: Reading):
             batch[INDEX_KEY] = indices
             return batch
 
-        ds = ds.map(run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
-        ds = finish(reading, ds, dropped=True)
+        ds = finish(reading, ds, dropped=True, step=run)
         return ds if batched else ds.skip(first)
 
     return one_epoch

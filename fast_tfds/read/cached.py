@@ -550,7 +550,9 @@ def cached_batches(reading: Reading):
         block_bytes = block * cache.nbytes / max(n, 1)
         ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block_bytes, 1))))
 
-    def fill_epoch(epoch):
+    def fill_blocks(epoch):
+        """`epoch`'s blocks decoded into the store, each served as it is written."""
+
         def run(indices, batch):
             batch = dict(batch)
             boxes = augmented.windows_of(batch)
@@ -564,12 +566,9 @@ def cached_batches(reading: Reading):
             batch[INDEX_KEY] = indices
             return batch
 
-        ds = augmented.epoch_blocks(reading, epoch).map(
+        return augmented.epoch_blocks(reading, epoch).map(
             run, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
         )
-        # Every example is written, also those of a last partial batch that
-        # drop_remainder leaves out of this epoch's output.
-        return augmented.finish(reading, ds, dropped=False)
 
     def serve_epoch(epoch, first):
         order = tf.range(n, dtype=tf.int64)
@@ -621,10 +620,7 @@ def cached_batches(reading: Reading):
             batch[INDEX_KEY] = tf.gather(tf.constant(slots.index), rows)
             return batch
 
-        ds = rows.map(
-            gather, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
-        )
-        ds = augmented.finish(reading, ds, dropped=True)
+        ds = augmented.finish(reading, rows, dropped=True, step=gather)
         return ds if batched else ds.skip(first)
 
     def one_epoch(epoch, first):
@@ -640,30 +636,20 @@ def cached_batches(reading: Reading):
         fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
         quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
         serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
-        filled = fill_epoch(epoch).skip(first)  # Skipped batches are cached all the same.
+        blocks = fill_blocks(epoch)
+        # Every example is written, also those of a last partial batch that
+        # drop_remainder leaves out of this epoch's output, and skipped batches.
+        filled = augmented.finish(reading, blocks, dropped=False).skip(first)
         served = serve_epoch(epoch, first)
-        quiet = quiet_fill_as(served.element_spec)
+        # The quiet fill (an empty store, a permutation to serve) runs the same blocks
+        # without output: one decoding pipeline in the epoch's graph, not two, since
+        # every iterator instantiates all of it, the branches not taken included.
+        quiet = nothing_of(blocks, served.element_spec)
         return (
             filled.take(fill_count)
             .concatenate(quiet.take(quiet_count))
             .concatenate(served.take(serve_count))
         )
-
-    def quiet_fill_as(spec):
-        """The quiet fill as a dataset of `spec` that yields nothing."""
-
-        def run(indices, batch):
-            batch = dict(batch)
-            boxes = augmented.windows_of(batch)
-            return tf.numpy_function(
-                lambda *args: np.int64(len(stores.live(key).put(*args))),
-                [indices, batch["image"], boxes, *(batch[k] for k in keys)],
-                tf.int64,
-                stateful=True,
-            )
-
-        ds = augmented.epoch_blocks(reading, None).map(run, num_parallel_calls=AUTOTUNE)
-        return nothing_of(ds, spec)
 
     # The dataset that uses these epochs keeps the cache alive (see `stores.register`).
     one_epoch.keep = cache
