@@ -110,8 +110,7 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
 
     # The passes and their batches are two flat_maps in a row, not one inside the other:
     # a new iterator instantiates (and optimizes) every function it reaches, and a
-    # nested one holds the whole pipeline; this way a served epoch starts in about the
-    # time it did before the epochs were counted (docs/design.md).
+    # nested one holds the whole pipeline, optimized again at every epoch's start.
     ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(passes).flat_map(one_epoch)
     ds = ds.prefetch(AUTOTUNE).map(deliver)
     if reading.service_address is None or reading.service_sharding == "dynamic":
