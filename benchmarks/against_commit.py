@@ -27,6 +27,9 @@ resized crop + flip, as benchmarks.persist and benchmarks.recipes do):
   process then waits until the file is in place, untimed), and epoch 1 of a second
   process, served from that file;
 - tf.data plain / augmented stream: as_fast_dataset(cache=False), epochs 1-2.
+- tf.data default f32 / uint8 fill / served: the default read of config `224`,
+  as_fast_dataset("train") with no other option (float32, batch 32, cache=True,
+  shuffled without a seed), and the same with dtype=tf.uint8: epoch 1, then epochs 2-3.
 
 `--only tf_plain,loader_aug` runs some of the measurements (names as in MEASUREMENTS);
 `--served-epochs N` times N served epochs instead of 2 (a served epoch of 4,000 images
@@ -72,8 +75,9 @@ _CHILD = textwrap.dedent(
                  for c in ("224", "original")]
         print(json.dumps({"version": str(cats_vs_dogs_fast.Builder.VERSION), "built": built}))
         sys.exit()
-    options = dict(data_dir=spec["data_dir"], config=spec["config"], download_and_prepare=False,
-                   image_size=224, batch_size=spec["batch"], seed=0, cache=spec["cache"])
+    options = dict(data_dir=spec["data_dir"], config=spec["config"], download_and_prepare=False)
+    if not spec["defaults"]:
+        options.update(image_size=224, batch_size=spec["batch"], seed=0, cache=spec["cache"])
     if spec["augment"]:
         options["augment"] = fast_tfds.Augment()
     if spec["persist"]:
@@ -82,7 +86,9 @@ _CHILD = textwrap.dedent(
         reader = cats_vs_dogs_fast.as_fast_loader("train", num_workers=0, **options)
     else:
         import tensorflow as tf
-        reader = cats_vs_dogs_fast.as_fast_dataset("train", dtype=tf.uint8, **options)
+        if spec["dtype"] is not None:
+            options["dtype"] = getattr(tf, spec["dtype"])
+        reader = cats_vs_dogs_fast.as_fast_dataset("train", **options)
     for epoch in range(spec["epochs"]):
         start, cpu, n = time.perf_counter(), time.process_time(), 0
         for images, labels in reader:
@@ -102,6 +108,7 @@ _CHILD = textwrap.dedent(
 # Measurements, each one process per tree: name -> (options, {row: the epochs it times}).
 _PLAIN = {"config": "224", "augment": False, "loader": False}
 _AUG = {"config": "original", "augment": True, "loader": False}
+_DEFAULT = {**_PLAIN, "defaults": True, "dtype": None}
 
 
 def _rows(name: str) -> dict[str, list[int]]:
@@ -117,6 +124,9 @@ MEASUREMENTS = {
     "persist_read": ({**_PLAIN, "persist": True}, {"persist served": [0]}),
     "tf_plain_stream": ({**_PLAIN, "cache": False}, {"tf.data plain stream": [0, 1]}),
     "tf_aug_stream": ({**_AUG, "cache": False}, {"tf.data augmented stream": [0, 1]}),
+    # The default read: only the dtype named (no seed, batch 32, cache=True).
+    "tf_default": (_DEFAULT, _rows("tf.data default f32")),
+    "tf_default_uint8": ({**_DEFAULT, "dtype": "uint8"}, _rows("tf.data default uint8")),
 }
 
 
@@ -125,6 +135,7 @@ def child(tree: Path, spec_in: dict) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": str(tree), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["TF_ENABLE_ONEDNN_OPTS"] = "0"
     spec = {"tree": str(tree), "probe": False, "persist": False, "cache": True, "batch": BATCH}
+    spec.update(defaults=False, dtype="uint8")
     spec.update(spec_in)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(spec)],
@@ -301,7 +312,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.agains
             f"{datetime.datetime.now().isoformat(timespec='seconds')}, {os.cpu_count()} CPUs",
             f"baseline {sha}; current {current}",
             f"{DATASET} {version} sample: {images} train images ({data_dir}); uint8, batch "
-            f"{BATCH}, 224; tf.data and loader rows shuffled, seed 0; served = epochs "
+            f"{BATCH}, 224; tf.data and loader rows shuffled, seed 0 (default rows: the "
+            f"defaults, float32 or uint8, batch 32, no seed); served = epochs "
             f"2-{1 + args.served_epochs}",
             "",
             table(rates, sha),

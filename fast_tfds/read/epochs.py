@@ -54,37 +54,42 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
 
         return tf.ensure_shape(tf.numpy_function(where, [], tf.int64, stateful=True), [2])
 
+    finite = reading.epochs is not None
+
     @NO_AUTOGRAPH
-    def iteration(at):
+    def passes(at):
+        """(epoch, `at`) for each pass of the iteration that starts at `at`: `epochs`
+        passes, one more when it starts mid-epoch (set_epoch with a batch): it then
+        ends as far into the pass after its last, and the next iteration goes on from
+        there. No function here: each one costs its instantiation at every iterator."""
         first_epoch, first_batch = at[0], at[1]
-        finite = reading.epochs is not None
+        count = tf.constant(_ENDLESS, tf.int64)
+        if finite:
+            count = reading.epochs + tf.cast(first_batch > 0, tf.int64)
+        epochs = tf.data.Dataset.range(first_epoch, first_epoch + count)
+        return tf.data.Dataset.zip(epochs, tf.data.Dataset.from_tensors(at).repeat())
 
-        @NO_AUTOGRAPH
-        def one_epoch(epoch):
-            first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
-            ds = make_epoch(epoch, first).enumerate(first)
-            if reading.mix_batch is not None:  # by (seed, epoch, batch index): see `mixed`
-                ds = ds.map(
-                    lambda position, batch: (position, reading.mix_batch(epoch, position, batch)),
-                    num_parallel_calls=AUTOTUNE,
-                    deterministic=reading.order.deterministic,
-                )
-            return ds.map(lambda position, batch: ((epoch, position), batch))
-
+    @NO_AUTOGRAPH
+    def one_epoch(epoch, at):
+        """The batches of pass `epoch`, tagged (epoch, position, ends the iteration).
+        From an epoch's start the pass runs to its end (no `take`): a cache in it
+        (Dataset.cache, the file cache) completes only when its input ends; only the
+        extra pass of an iteration started mid-epoch stops where that one started."""
+        first_epoch, first_batch = at[0], at[1]
+        first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
+        ds = make_epoch(epoch, first).enumerate(first)
+        if reading.mix_batch is not None:  # by (seed, epoch, batch index): see `mixed`
+            ds = ds.map(
+                lambda position, batch: (position, reading.mix_batch(epoch, position, batch)),
+                num_parallel_calls=AUTOTUNE,
+                deterministic=reading.order.deterministic,
+            )
         if not finite:
-            epochs = tf.data.Dataset.range(first_epoch, first_epoch + _ENDLESS)
-            return epochs.flat_map(one_epoch).map(lambda tag, batch: ((*tag, False), batch))
-        # A finite iteration is `epochs` passes' worth of batches from the clock's
-        # position: started mid-epoch (set_epoch with a batch), it ends as far into
-        # the epoch after its last, and the next iteration goes on from there. From an
-        # epoch's start, the epochs run to their ends (no `take`): a cache in them
-        # (Dataset.cache, the file cache) completes only when its input ends.
-        total = per_epoch * reading.epochs
-        mid_epoch = tf.cast(first_batch > 0, tf.int64)
-        epochs = tf.data.Dataset.range(first_epoch, first_epoch + reading.epochs + mid_epoch)
-        count = tf.where(mid_epoch > 0, tf.constant(total, tf.int64), tf.constant(-1, tf.int64))
-        ds = epochs.flat_map(one_epoch).take(count)
-        return ds.enumerate().map(lambda j, item: ((*item[0], j == total - 1), item[1]))
+            return ds.map(lambda position, batch: ((epoch, position, False), batch))
+        last = tf.logical_and(first_batch > 0, epoch == first_epoch + reading.epochs)
+        stop = tf.where(last, first_batch, tf.constant(-1, tf.int64))
+        ds = ds.take(stop)
+        return ds.map(lambda position, batch: ((epoch, position, position == stop - 1), batch))
 
     @NO_AUTOGRAPH
     def deliver(tag, batch):
@@ -106,7 +111,10 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
         with tf.control_dependencies([done]):
             return tf.nest.map_structure(tf.identity, batch)
 
-    ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(iteration)
+    # The passes and their batches are two flat_maps in a row, not one inside the other:
+    # a new iterator instantiates (and optimizes) every function it reaches, and a
+    # nested one holds the whole pipeline, optimized again at every epoch's start.
+    ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(passes).flat_map(one_epoch)
     ds = ds.prefetch(AUTOTUNE).map(deliver)
     if reading.service_address is None or reading.service_sharding == "dynamic":
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))
