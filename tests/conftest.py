@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
 import stanford_dogs_tfrecord  # noqa: E402, F401  (registers the dataset)
 from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
+from tests.helpers import shared_folder  # noqa: E402
 
 CATS_PER_CLASS = 20
 STANFORD_DUMMY_DATA = stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data"
@@ -46,7 +47,7 @@ def cats_sample(tmp_path_factory):
 def cats_data_dir(tmp_path_factory, cats_sample):
     """A TFDS data dir with cats_vs_dogs_fast built in both configs from `cats_sample`."""
     manual_dir, _ = cats_sample
-    data_dir = tmp_path_factory.mktemp("cats_data")
+    data_dir = shared_folder(tmp_path_factory, "cats_data")
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
     for name in ("224", "original"):
         tfds.builder("cats_vs_dogs_fast", config=name, data_dir=data_dir).download_and_prepare(
@@ -70,7 +71,7 @@ def cats_filenames(cats_builder):
 @pytest.fixture(scope="session")
 def stanford_tfrecord_dir(tmp_path_factory):
     """stanford_dogs_tfrecord built as TFRecord (the default) from its dummy data, config 224."""
-    data_dir = tmp_path_factory.mktemp("stanford_tfrecord")
+    data_dir = shared_folder(tmp_path_factory, "stanford_tfrecord")
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(STANFORD_DUMMY_DATA))
     tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=data_dir).download_and_prepare(
         download_config=config

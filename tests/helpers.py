@@ -17,6 +17,19 @@ TFDS_CLI = [sys.executable, "-m", "tensorflow_datasets.scripts.cli.main"]
 DATASETS = ("cats_vs_dogs_fast", "stanford_dogs_tfrecord")
 
 
+def shared_folder(tmp_path_factory, name: str):
+    """A folder of this test run that every xdist worker gets (their own temporary folders
+    are under one of the run's). A build into it is made once per run, not once per worker:
+    our builders hold a build lock on their data dir, so a second worker's build waits for
+    the first and then reuses it (TFDS: "Reusing dataset")."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def project_modules() -> dict[str, Path]:
     """{'fast_tfds.building.builder': path} for every module of the installed packages."""
     modules = {}
