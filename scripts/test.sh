@@ -6,4 +6,5 @@ EXTRAS="test" source "$(dirname "$0")/_venv.sh"
 export TF_ENABLE_ONEDNN_OPTS=0 TF_CPP_MIN_LOG_LEVEL=2
 ruff check .
 ruff format --check .
-exec python -m pytest -n auto "$@"
+# --durations=25: the slowest tests at the end of every run, so the next slow one is seen.
+exec python -m pytest -n auto --durations=25 "$@"

@@ -1,6 +1,8 @@
 """Shared fixtures: a small sample archive built into real TFRecords on disk."""
 
 import os
+import shutil
+import subprocess
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -11,6 +13,8 @@ import tensorflow_datasets as tfds  # noqa: E402
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
 import stanford_dogs_tfrecord  # noqa: E402, F401  (registers the dataset)
 from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
+from tests.children import TIMEOUT_S  # noqa: E402
+from tests.helpers import TFDS_CLI, child_env, shared_folder  # noqa: E402
 
 CATS_PER_CLASS = 20
 STANFORD_DUMMY_DATA = stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data"
@@ -46,13 +50,39 @@ def cats_sample(tmp_path_factory):
 def cats_data_dir(tmp_path_factory, cats_sample):
     """A TFDS data dir with cats_vs_dogs_fast built in both configs from `cats_sample`."""
     manual_dir, _ = cats_sample
-    data_dir = tmp_path_factory.mktemp("cats_data")
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
-    for name in ("224", "original"):
-        tfds.builder("cats_vs_dogs_fast", config=name, data_dir=data_dir).download_and_prepare(
-            download_config=config
+
+    def build(data_dir):
+        for name in ("224", "original"):
+            builder = tfds.builder("cats_vs_dogs_fast", config=name, data_dir=data_dir)
+            builder.download_and_prepare(download_config=config)
+
+    return shared_folder(tmp_path_factory, "cats_data", build)
+
+
+@pytest.fixture(scope="session")
+def cats_both_formats_dir(cats_data_dir, tmp_path_factory):
+    """A data dir whose 224 build holds TFRecord and ArrayRecord files of the same
+    examples (`tfds convert_format`), as a folder that serves both back ends does."""
+
+    def convert(data):
+        config_dir = data / "cats_vs_dogs_fast" / "224"
+        shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", config_dir)
+        version_dir = config_dir / "1.0.0"
+        done = subprocess.run(
+            [
+                *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(version_dir)),
+                *("--out_file_format", "array_record", "--num_workers", "1"),
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=TIMEOUT_S,
         )
-    return data_dir
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert sorted(version_dir.glob("*.array_record-*"))
+
+    return shared_folder(tmp_path_factory, "cats_both_formats", convert)
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +100,10 @@ def cats_filenames(cats_builder):
 @pytest.fixture(scope="session")
 def stanford_tfrecord_dir(tmp_path_factory):
     """stanford_dogs_tfrecord built as TFRecord (the default) from its dummy data, config 224."""
-    data_dir = tmp_path_factory.mktemp("stanford_tfrecord")
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(STANFORD_DUMMY_DATA))
-    tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=data_dir).download_and_prepare(
-        download_config=config
-    )
-    return data_dir
+
+    def build(data_dir):
+        builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=data_dir)
+        builder.download_and_prepare(download_config=config)
+
+    return shared_folder(tmp_path_factory, "stanford_tfrecord", build)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import collections
+import fcntl
 import functools
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,25 @@ REPO = Path(__file__).parents[1]
 # The real `tfds` command line, run as a user would (in a child process).
 TFDS_CLI = [sys.executable, "-m", "tensorflow_datasets.scripts.cli.main"]
 DATASETS = ("cats_vs_dogs_fast", "stanford_dogs_tfrecord")
+
+
+def shared_folder(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """The folder `name` of this test run, made by `make(folder)` once per run and shared
+    by every xdist worker (their own temporary folders are under one of the run's), not
+    made again by each worker. The first worker to ask makes it, holding a lock that the
+    others wait on; a folder whose making failed is made again by the next to ask."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes, or its process dies.
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
 def project_modules() -> dict[str, Path]:

@@ -19,13 +19,14 @@ import dataclasses
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, TFDS_CLI, child_env, run_ok
+from tests.helpers import REPO, TFDS_CLI, child_env, run_ok, shared_folder
 
 PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")])
 RUN_LANGUAGES = ("python", "bash")
@@ -109,28 +110,34 @@ def test_the_readme_fits_on_a_few_screens():
 
 @pytest.fixture(scope="session")
 def docs_home(tmp_path_factory) -> Path:
-    """A home folder as the README leaves it: sample archives, both datasets built."""
+    """A home folder as the README leaves it: sample archives, both datasets built. The
+    builds are made once per run; each xdist worker's snippets get a copy of their own, as
+    they write into it (caches, downloads)."""
+
+    def build(made: Path) -> None:
+        env = _env(made)
+        archives = made / "archives"
+        run_ok(
+            [sys.executable, "-m", "fast_tfds.cli", "sample", str(archives)]
+            + ["--images-per-class", "20", "--dogs-per-breed", "2", "--breeds", "4"],
+            env=env,
+        )
+        for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
+            run_ok(
+                [*TFDS_CLI, "build", dataset, "--imports", dataset, "--manual_dir", str(archives)],
+                env=env,
+                cwd=made,
+            )
+            version_dir = made / "tensorflow_datasets" / dataset / "224" / "1.0.0"
+            run_ok(
+                [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
+                + ["--out_file_format", "array_record"],
+                env=env,
+                cwd=made,
+            )
+
     home = tmp_path_factory.mktemp("home")
-    env = _env(home)
-    archives = home / "archives"
-    run_ok(
-        [sys.executable, "-m", "fast_tfds.cli", "sample", str(archives)]
-        + ["--images-per-class", "20", "--dogs-per-breed", "2", "--breeds", "4"],
-        env=env,
-    )
-    for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
-        run_ok(
-            [*TFDS_CLI, "build", dataset, "--imports", dataset, "--manual_dir", str(archives)],
-            env=env,
-            cwd=home,
-        )
-        version_dir = home / "tensorflow_datasets" / dataset / "224" / "1.0.0"
-        run_ok(
-            [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
-            + ["--out_file_format", "array_record"],
-            env=env,
-            cwd=home,
-        )
+    shutil.copytree(shared_folder(tmp_path_factory, "docs_home", build), home, dirs_exist_ok=True)
     (home / "cache").mkdir()  # the folder the file-cache examples name
     return home
 

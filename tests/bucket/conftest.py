@@ -21,9 +21,11 @@ def start_bucket(folder, tfrecord_dir, array_record_dir) -> emulated.Bucket:
     return bucket
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bucket(tmp_path_factory, cats_data_dir, cats_array_record_dir):  # noqa: F811
-    """One bucket for a module's reads; its proxy's request log starts empty."""
+    """One bucket (an emulator and its TLS proxy) for the reads of every test that leaves it
+    as it is, started once per xdist worker; a test that counts the requests forgets those
+    of earlier tests first (`bucket.proxy.reset()`)."""
     bucket = start_bucket(tmp_path_factory.mktemp("bucket"), cats_data_dir, cats_array_record_dir)
     yield bucket
     bucket.close()

@@ -1,5 +1,8 @@
 """A bucket that fails: an object missing, the bucket gone mid-epoch, a slow bucket.
 
+A test that breaks its bucket (removes or rewrites an object, stops it, slows it down)
+has one of its own (`own_bucket`); the others read the shared one (`bucket`).
+
 Every read ends within a bounded time (every wait here has a timeout), with an error
 that names the object, or with the right examples; the examples served before an
 error are right ones (pixels with their own label), never others.
@@ -71,6 +74,7 @@ def assert_right_examples(outputs, truth: Truth) -> None:
 
 
 def start(bucket, kind: str, **env):
+    bucket.proxy.reset()  # The requests of this read only.
     settings = {**FAIL_FAST, **env}
     code, args = READ, ()
     if kind == "dataset-tf-client":
@@ -196,8 +200,8 @@ def test_a_slow_bucket_reads_the_same_pairs(own_bucket, kind, cats_data_dir, cat
     assert own_bucket.proxy.media_reads(shard)
 
 
-def test_an_emulator_host_without_array_records_endpoint_is_one_line(own_bucket):
-    child = start(own_bucket, "loader", CLOUD_STORAGE_EMULATOR_ENDPOINT="")
+def test_an_emulator_host_without_array_records_endpoint_is_one_line(bucket):
+    child = start(bucket, "loader", CLOUD_STORAGE_EMULATOR_ENDPOINT="")
     child.stdin.close()
     _, error = reads.ended(child, BOUND_S)
     kind, message = error_message(error)
@@ -205,14 +209,14 @@ def test_an_emulator_host_without_array_records_endpoint_is_one_line(own_bucket)
     assert message.startswith("STORAGE_EMULATOR_HOST=") and "CLOUD_STORAGE_EMULATOR_ENDPOINT=" in (
         message
     )
-    assert not [r for r in own_bucket.proxy.requests if r.object and ".array_record-" in r.object]
+    assert not [r for r in bucket.proxy.requests if r.object and ".array_record-" in r.object]
 
 
 @pytest.mark.parametrize("kind", ["dataset", "loader"])
-def test_a_bad_read_timeout_is_the_same_one_line_in_both_readers(own_bucket, kind):
+def test_a_bad_read_timeout_is_the_same_one_line_in_both_readers(bucket, kind):
     """The one read timeout (`object_stores.timeout_s`): both readers of a bucket's
     shards say the same line for a bad value."""
-    child = start(own_bucket, kind, FAST_TFDS_BUCKET_READ_TIMEOUT_S="soon")
+    child = start(bucket, kind, FAST_TFDS_BUCKET_READ_TIMEOUT_S="soon")
     child.stdin.close()
     _, error = reads.ended(child, BOUND_S)
     assert error_message(error) == (
@@ -302,10 +306,11 @@ print("LEFT", json.dumps(left()), flush=True)
 
 
 @pytest.mark.parametrize("kind", ["dataset", "loader"])
-def test_a_build_not_in_the_bucket_is_one_line_and_copies_nothing(own_bucket, kind, tmp_path):
-    data_dir = own_bucket.url("nothing-here")
+def test_a_build_not_in_the_bucket_is_one_line_and_copies_nothing(bucket, kind, tmp_path):
+    data_dir = bucket.url("nothing-here")
+    bucket.proxy.reset()
     child = reads.start(
-        own_bucket, OPENING_FAILS, KIND=kind, CASE="missing", GS_DIR=data_dir, TMPDIR=f"{tmp_path}"
+        bucket, OPENING_FAILS, KIND=kind, CASE="missing", GS_DIR=data_dir, TMPDIR=f"{tmp_path}"
     )
     child.stdin.close()
     out = child.rest(BOUND_S)
@@ -317,7 +322,7 @@ def test_a_build_not_in_the_bucket_is_one_line_and_copies_nothing(own_bucket, ki
         f"download_and_prepare=False: cats_vs_dogs_fast/224/1.0.0 is not built in {data_dir}; run "
     ), message
     assert "LEFT []" in out.splitlines(), out
-    assert not own_bucket.proxy.media_reads(), own_bucket.proxy.media_reads()
+    assert not bucket.proxy.media_reads(), bucket.proxy.media_reads()
 
 
 @pytest.mark.parametrize(
@@ -328,17 +333,17 @@ def test_a_build_not_in_the_bucket_is_one_line_and_copies_nothing(own_bucket, ki
     ],
 )
 def test_an_opening_refused_after_its_copies_started_leaves_nothing_copying(
-    own_bucket, kind, says, tmp_path
+    bucket, kind, says, tmp_path
 ):
     """The shards' copies start while the builder loads; options refused after that are
     the same one line as before, and the copies stop: no copying thread, no folder left
     (the loader's reader had taken its copies by then, the dataset's had not)."""
     child = reads.start(
-        own_bucket,
+        bucket,
         OPENING_FAILS,
         KIND=kind,
         CASE="refused",
-        GS_DIR=own_bucket.url(PREFIX[kind]),
+        GS_DIR=bucket.url(PREFIX[kind]),
         TMPDIR=f"{tmp_path}",
     )
     child.stdin.close()

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.bucket import reads
-from tests.bucket.conftest import ARRAY_RECORD, TFRECORD, start_bucket
-from tests.children import TIMEOUT_S
-from tests.helpers import BLOCK_PACKAGES, TFDS_CLI, child_env
+from tests.bucket.conftest import ARRAY_RECORD, TFRECORD
+from tests.helpers import BLOCK_PACKAGES
 
 pytest.importorskip("grain")
 
@@ -33,33 +30,11 @@ SHARD_MARKS = (".tfrecord-", ".array_record-")
 
 
 @pytest.fixture(scope="module")
-def both_formats(cats_data_dir, tmp_path_factory) -> Path:
-    """A data dir whose 224 build holds TFRecord and ArrayRecord files of the same
-    examples (`tfds convert_format`), as a folder that serves both back ends does."""
-    data = tmp_path_factory.mktemp("both-formats") / "data"
-    shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", data / "cats_vs_dogs_fast" / "224")
-    done = subprocess.run(
-        [
-            *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(data / VERSION)),
-            *("--out_file_format", "array_record", "--num_workers", "1"),
-        ],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted((data / VERSION).glob("*.array_record-*"))
-    return data
-
-
-@pytest.fixture(scope="module")
-def bucket(tmp_path_factory, cats_data_dir, cats_array_record_dir, both_formats):
-    """The module's bucket, with the both-formats build under gs://BUCKET/both too."""
-    bucket = start_bucket(tmp_path_factory.mktemp("bucket"), cats_data_dir, cats_array_record_dir)
-    bucket.upload(both_formats, BOTH)
-    yield bucket
-    bucket.close()
+def bucket(bucket, cats_both_formats_dir):
+    """The shared bucket, with the both-formats build under gs://BUCKET/both too. (A test
+    here uploads a shard again with the same bytes: a new generation, the same examples.)"""
+    bucket.upload(cats_both_formats_dir, BOTH)
+    return bucket
 
 
 def run(bucket, kind: str, prefix: str, cache: Path, local: Path | None = None, **env):
@@ -135,15 +110,15 @@ def test_the_next_run_serves_from_the_local_file_and_a_rewritten_object_refills_
 
 
 def test_a_file_filled_by_as_fast_dataset_serves_the_loader_from_the_bucket(
-    bucket, both_formats, tmp_path
+    bucket, cats_both_formats_dir, tmp_path
 ):
     """One key for both back ends: the objects of every format in the folder."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    filled, stderr = run(bucket, "tf-augment", BOTH, cache, local=both_formats)
+    filled, stderr = run(bucket, "tf-augment", BOTH, cache, local=cats_both_formats_dir)
     assert same(filled["gs0"], filled["local0"]), stderr[-3000:]
     (made,) = files(cache)
-    served, stderr = run(bucket, "loader-augment", BOTH, cache, local=both_formats)
+    served, stderr = run(bucket, "loader-augment", BOTH, cache, local=cats_both_formats_dir)
     assert files(cache) == [made], stderr[-3000:]
     assert shard_reads(bucket) == [], "the loader read shard bytes from the bucket"
     # The loader's own draws of the same pictures, from the file and from memory.

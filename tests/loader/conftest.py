@@ -10,6 +10,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import stanford_dogs_tfrecord  # noqa: F401  (registers the dataset)
+from tests.helpers import shared_folder
 
 STANFORD_DUMMY_DATA = Path(stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data")
 
@@ -25,16 +26,20 @@ def build(name: str, config: str, data_dir, manual_dir, file_format: str | None)
 def cats_array_record_dir(tmp_path_factory, cats_sample):
     """cats_vs_dogs_fast built as ArrayRecord, both configs, from the shared sample."""
     manual_dir, _ = cats_sample
-    data_dir = tmp_path_factory.mktemp("cats_array_record")
-    for config in ("224", "original"):
-        build("cats_vs_dogs_fast", config, data_dir, manual_dir, "array_record")
-    return data_dir
+
+    def build_both(data_dir):
+        for config in ("224", "original"):
+            build("cats_vs_dogs_fast", config, data_dir, manual_dir, "array_record")
+
+    return shared_folder(tmp_path_factory, "cats_array_record", build_both)
 
 
 @pytest.fixture(scope="session")
 def stanford_array_record_dir(tmp_path_factory):
     """stanford_dogs_tfrecord built as ArrayRecord, both configs, from its dummy data."""
-    data_dir = tmp_path_factory.mktemp("stanford_array_record")
-    for config in ("224", "original"):
-        build("stanford_dogs_tfrecord", config, data_dir, STANFORD_DUMMY_DATA, "array_record")
-    return data_dir
+
+    def build_both(data_dir):
+        for config in ("224", "original"):
+            build("stanford_dogs_tfrecord", config, data_dir, STANFORD_DUMMY_DATA, "array_record")
+
+    return shared_folder(tmp_path_factory, "stanford_array_record", build_both)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import io
 import os
-import selectors
 import signal
 import subprocess
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -48,21 +46,56 @@ def build_command(manual_dir: Path, data_dir: Path) -> list[str]:
     ]
 
 
+# A build is interrupted while it is surely still running: a `sitecustomize` on the child's
+# PYTHONPATH wraps the standard library's `zipfile.ZipFile.read` (what reads each member of the
+# source archive) so that, after a few members, the build says so and waits there until a signal
+# ends it. The library has no switch for this; the hold is the test's, outside it.
+HELD = "held by the test after reading members"
+_HOLD = f"""
+import sys, time, zipfile
+
+_read, _count = zipfile.ZipFile.read, [0]
+
+
+def read(self, *args, **kwargs):
+    _count[0] += 1
+    if _count[0] > {{members}}:
+        print({HELD!r}, file=sys.stderr, flush=True)
+        while True:
+            time.sleep(60)
+    return _read(self, *args, **kwargs)
+
+
+zipfile.ZipFile.read = read
+"""
+
+
+def held_build(manual_dir: Path, data_dir: Path, hold_dir: Path, members: int = 3) -> Child:
+    """`tfds build` of the Cats archive in `manual_dir`, held after reading `members` members
+    (TFDS is generating examples then); its stderr is merged into its stdout."""
+    hold_dir.mkdir()
+    (hold_dir / "sitecustomize.py").write_text(_HOLD.format(members=members))
+    path = os.pathsep.join(p for p in (os.fspath(hold_dir), ENV.get("PYTHONPATH")) if p)
+    env = {**ENV, "PYTHONPATH": path}
+    return Child(build_command(manual_dir, data_dir), stderr=subprocess.STDOUT, env=env)
+
+
 def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes(tmp_path):
     manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
     counts = cats_archive.write_cats_zip(
-        manual_dir / cats_archive.CATS_ZIP_NAME, 100, seed=4, quirks=False, image_size=(320, 240)
+        manual_dir / cats_archive.CATS_ZIP_NAME, 20, seed=4, quirks=False, image_size=(320, 240)
     )
     config_dir = data_dir / "cats_vs_dogs_fast" / "original"
 
-    build = Child(build_command(manual_dir, data_dir), stderr=subprocess.STDOUT, env=ENV)
-    # Kill it as soon as it starts generating examples (TFDS's progress bar says so).
+    build = held_build(manual_dir, data_dir, tmp_path / "hold")
+    # Kill it while it generates examples (TFDS's progress bar says so), held there.
     try:
-        seen = build.until("Generating train examples")
+        seen = build.until(HELD)
     finally:
         build.send_signal(signal.SIGKILL)
         rest = build.communicate(timeout=60)[0]
     seen += rest
+    assert "Generating train examples" in seen, seen[-3000:]
     assert build.returncode == -signal.SIGKILL, "the build finished before it was killed"
     # Killed before the shards were written (TFDS logs "Done writing ..." then).
     assert "Done writing" not in seen and "prepared to" not in seen
@@ -96,44 +129,23 @@ def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes
     assert [note for note in report.notes if "incomplete." in note], report.notes
 
 
-def read_until(process: subprocess.Popen, marker: bytes, timeout: float) -> bytes:
-    """The process's output (stdout) up to `marker`; fails if it ends first, or after
-    `timeout` seconds without it."""
-    deadline = time.monotonic() + timeout
-    seen = b""
-    with selectors.DefaultSelector() as ready:
-        ready.register(process.stdout, selectors.EVENT_READ)
-        while marker not in seen:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {marker!r} within {timeout} s: {seen[-2000:]!r}"
-            if ready.select(left):
-                chunk = os.read(process.stdout.fileno(), 65536)
-                assert chunk, f"ended before {marker!r}: {seen[-2000:]!r}"
-                seen += chunk
-    return seen
-
-
 def test_ctrl_c_during_tfds_build_is_one_line_and_leaves_nothing_it_made(tmp_path):
     manual_dir, data_dir = tmp_path / "manual", tmp_path / "data"
     counts = cats_archive.write_cats_zip(
-        manual_dir / cats_archive.CATS_ZIP_NAME, 100, seed=4, quirks=False, image_size=(320, 240)
+        manual_dir / cats_archive.CATS_ZIP_NAME, 20, seed=4, quirks=False, image_size=(320, 240)
     )
-    build = subprocess.Popen(
-        build_command(manual_dir, data_dir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=ENV,
-    )
+    build = held_build(manual_dir, data_dir, tmp_path / "hold")
     try:
-        seen = read_until(build, b"Generating train examples", timeout=300)
+        seen = build.until(HELD)  # generating examples, and held there until the signal
         build.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
-        rest, _ = build.communicate(timeout=120)
+        rest = build.communicate(timeout=120)[0]
     finally:
         if build.poll() is None:
             build.kill()
             build.wait(timeout=60)
-    output = (seen + rest).decode(errors="replace")
-    assert b"prepared to" not in seen + rest, "the build finished before it was interrupted"
+    output = seen + rest
+    assert "Generating train examples" in output, output[-3000:]
+    assert "prepared to" not in output, "the build finished before it was interrupted"
     assert build.returncode == -signal.SIGINT, output[-3000:]  # as Python dies of Ctrl-C
     assert "Traceback" not in output, output[-3000:]
     assert output.rstrip().endswith(errors.INTERRUPTED), output[-3000:]

@@ -31,7 +31,7 @@ import cats_vs_dogs_fast
 from fast_tfds import Augment
 from fast_tfds.cache import persistent_listing
 from tests.children import TIMEOUT_S, Child
-from tests.helpers import TFDS_CLI, child_env
+from tests.helpers import child_env
 from tests.pairs import Output, Truth, digest
 from tests.reliability.test_persistent_cache import (
     COUNT_DECODES,
@@ -98,43 +98,23 @@ def version_dir(data_dir: Path) -> Path:
     return data_dir / "cats_vs_dogs_fast" / "224" / "1.0.0"
 
 
-@pytest.fixture(scope="module")
-def both_formats(cats_data_dir, tmp_path_factory) -> Path:
-    """A data dir whose build holds TFRecord and ArrayRecord files of the same examples."""
-    data = tmp_path_factory.mktemp("persist-pictures") / "data"
-    shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", data / "cats_vs_dogs_fast" / "224")
-    done = subprocess.run(
-        [
-            *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(version_dir(data))),
-            *("--out_file_format", "array_record", "--num_workers", "1"),
-        ],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted(version_dir(data).glob("*.array_record-*"))
-    return data
-
-
 @pytest.fixture
-def data_dir(both_formats, tmp_path) -> Path:
+def data_dir(cats_both_formats_dir, tmp_path) -> Path:
     """The test's own copy of the build (times kept): it may change its shards."""
     copy = tmp_path / "data"
-    shutil.copytree(both_formats / "cats_vs_dogs_fast", copy / "cats_vs_dogs_fast")
+    shutil.copytree(cats_both_formats_dir / "cats_vs_dogs_fast", copy / "cats_vs_dogs_fast")
     return copy
 
 
 @pytest.fixture(scope="module")
-def expected(both_formats) -> dict[str, list[collections.Counter]]:
+def expected(cats_both_formats_dir) -> dict[str, list[collections.Counter]]:
     """Per augment: each epoch's (digest, label) pairs from an in-memory cache of the
     same seed in this process (persist=False)."""
     out = {}
     for name, augment in AUGMENTS.items():
         ds = cats_vs_dogs_fast.as_fast_dataset(
             "train",
-            data_dir=both_formats,
+            data_dir=cats_both_formats_dir,
             download_and_prepare=False,
             batch_size=8,
             seed=SEED,
@@ -218,7 +198,7 @@ def fill(backend, data_dir, cache, want, augment="rrc") -> Path:
 
 @pytest.mark.parametrize("augment", list(AUGMENTS))
 def test_a_second_process_serves_every_example_once_from_the_file_without_decoding(
-    both_formats, data_dir, tmp_path, expected, augment
+    cats_both_formats_dir, data_dir, tmp_path, expected, augment
 ):
     want = expected[augment]
     assert want[0] != want[1] or augment != "rrc"  # new windows every epoch
@@ -231,7 +211,7 @@ def test_a_second_process_serves_every_example_once_from_the_file_without_decodi
     assert not lines(stderr, "fast_tfds: persist=True"), stderr
     assert picture_files(cache) == [path] and not temp_files(cache)
     if augment != "rrc":  # The stored pixels: each example once, with its own label.
-        truth = Truth.of(both_formats)  # this test's copy is zeroed now
+        truth = Truth.of(cats_both_formats_dir)  # this test's copy is zeroed now
         for epoch in epochs:
             truth.check([Output(d, label) for d, label in epoch["pairs"]])
 
