@@ -16,13 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from absl import logging
 
 from fast_tfds.cache import disk_rows, persisted, placement
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import store as stores
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample, reference_box
-from fast_tfds.loader.options import LoaderOptions
+from fast_tfds.loader.options import AUTO, LoaderOptions
 
 
 def make_cache(
@@ -32,9 +33,12 @@ def make_cache(
     persist_identity: dict | None,
 ) -> stores.Store | None:
     """The shard's picture store: from its persistent file, a new file to fill, or memory
-    (disk rows over the budget); None without `cache=True`."""
-    if not options.cache:
+    (disk rows over the budget); None without a cache: cache=False, or "auto" with
+    workers and no complete persisted file."""
+    if not options.caches:
         return None
+    # "auto" with worker processes serves a persisted file if there is one.
+    looks_for_file = options.cache == AUTO and options.num_workers > 0
     size = decode.image_size
     crops = options.augment is not None and options.augment.crop is not None
     shorter_side = (
@@ -53,7 +57,7 @@ def make_cache(
 
     what = f"{source.dataset} {source.split} (loader cache)"
     folder = options.cache_dir or disk_rows.default_folder()
-    if options.persist:
+    if options.persist or looks_for_file:
         origin = persisted.Origin(
             dataset=source.dataset,
             split=source.split,
@@ -75,9 +79,12 @@ def make_cache(
                     "what": what,
                     "shard_index": options.shard_index,
                     "shard_count": options.shard_count,
-                }
+                },
+                required=options.persist,
             )
-        stored = persisted.open_pictures(**common, sizes=sizes, budget=None, what=what)
+        stored = persisted.open_pictures(
+            **common, sizes=sizes, budget=options.cache_budget, what=what
+        )
         if stored is not None:
             return _store(
                 stored.pictures,
@@ -89,7 +96,9 @@ def make_cache(
     heights, widths = sizes()
     need = store.cache_bytes(heights, widths, size, shorter_side)
     # In memory within the budget, else rows on disk in `folder`, as tf.data's cache.
-    allocate = placement.allocator(need, what=what, cache_dir=folder)
+    allocate = placement.allocator(
+        need, what=what, cache_budget=options.cache_budget, cache_dir=folder
+    )
     pictures = store.PictureCache(heights, widths, size, shorter_side, allocate)
     filling = allocate if hasattr(allocate, "filled") else None
     # Targets of any kind (a label, a dict of them) in memory; a persistent file keeps
@@ -152,12 +161,22 @@ def targets(cache: stores.Store, slots) -> list:
     return [column[int(slot)] for slot in slots]
 
 
-def served(reopen: dict) -> stores.Store:
+def served(reopen: dict, required: bool = True) -> stores.Store | None:
     """The store of a complete persistent file, for a process that only reads it;
     `reopen` holds `persisted.serve_pictures`' arguments and the shard. A one-line
-    ValueError when the file is not there, complete and current."""
+    ValueError when the file is not there, complete and current, if `required`
+    (persist=True); else (cache="auto") None, with one log line."""
     options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
     stored, why = persisted.serve_pictures(**options)
+    if stored is None and not required:
+        logging.info(
+            "fast_tfds: cache='auto' with worker processes: no persisted cache of %s in %s "
+            "(%s); reading without a cache (fill one with num_workers=0, persist=True)",
+            reopen["what"],
+            reopen["folder"],
+            why,
+        )
+        return None
     if stored is None:
         raise ValueError(
             f"persist=True with worker processes: the persistent cache of {reopen['what']} in "
