@@ -19,10 +19,10 @@ from typing import Any
 # shuffles with `seed % SEED_LIMIT` (a seed below it as it is), and a seed it draws is
 # below it.
 SEED_LIMIT = 2**32
-# Every seed is an int64 (tf.data's stateless ops take it as one); the crops, mixes and
-# orders are drawn from it whole (`fast_tfds.augment.counters`), so both back ends cut
-# the same crops for the same seed.
-SEED_RANGE = (-(2**63), 2**63)
+# Every seed is 64 bits, of either sign (tf.data takes 2**64 - 1 as -1); the crops,
+# mixes and orders are drawn from those 64 bits (`fast_tfds.augment.counters`), so both
+# back ends cut the same crops for the same seed.
+SEED_RANGE = (-(2**63), 2**64)
 
 
 def is_int(value: Any) -> bool:
@@ -47,13 +47,13 @@ def check_batch_size(batch_size: Any, *, optional: bool = True) -> None:
 
 
 def check_seed(seed: Any) -> None:
-    """An int64 seed or None, the same in both back ends."""
+    """A 64-bit seed (of either sign) or None, the same in both back ends."""
     if seed is None:
         return
     if not is_int(seed):
         raise ValueError(f"seed={seed!r}: must be an integer or None")
     if not SEED_RANGE[0] <= seed < SEED_RANGE[1]:
-        raise ValueError(f"seed={seed!r}: must be an integer in [-2**63, 2**63) or None")
+        raise ValueError(f"seed={seed!r}: must be an integer in [-2**63, 2**64) or None")
 
 
 def check_bool(name: str, value: Any) -> None:

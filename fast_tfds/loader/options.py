@@ -46,8 +46,8 @@ class LoaderOptions:
         `augment` cropping, a `ProgressiveResize` gives each epoch its own size.
       shuffle, seed: a new permutation of the shard every epoch; with a seed the
         orders repeat from run to run (without one a seed is drawn, and kept in
-        the iterator's state). Any int64 seed, as in tf.data: the shuffle (Grain's,
-        of 32 bits) takes it modulo 2**32, the crops and mixes take it whole.
+        the iterator's state). Any 64-bit seed, as in tf.data: the shuffle (Grain's,
+        of 32 bits) takes it modulo 2**32, the crops and mixes take all 64 bits.
         shuffle=False: the split's record order (shard file by shard file, record
         by record, as `tfds.data_source` indexes it), every epoch, on every path.
       num_epochs: epochs per `iter(loader)`; None = endless (JAX style, with
