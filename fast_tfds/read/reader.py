@@ -125,7 +125,7 @@ def read_split(
       split: split or slice ('train[:80%]'): the split's file instructions are used.
       options: a `ReadOptions`; keywords override its fields. `ReadOptions`
         documents every option (batch_size, image_size, cache, shuffle, seed,
-        repeat, dtype, ...).
+        num_epochs, shard_index, dtype, ...).
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)
