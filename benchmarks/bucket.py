@@ -102,7 +102,7 @@ _CHILD = textwrap.dedent(
         threads = int(pipeline.split(":")[1]) if ":" in pipeline else None
         ds = cats_vs_dogs_fast.as_fast_loader(
             "train", data_dir=data_dir, batch_size=BATCH, seed=0, download_and_prepare=False,
-            num_threads=threads)
+            num_threads=threads, cache=False)
     else:
         if pipeline == "article":
             from benchmarks.baselines import parallel_pipeline

@@ -40,7 +40,11 @@ def measure(builder, split: str = "train[:10%]", epochs: int = 4) -> list[dict]:
     batch = max(1, min(BATCH, builder.info.splits[split].num_examples // 8))
     for repeat in (False, True):
         ds = fast_tfds.read_split(
-            builder, split, batch_size=batch, image_size=IMAGE_SIZE, repeat=repeat
+            builder,
+            split,
+            batch_size=batch,
+            image_size=IMAGE_SIZE,
+            num_epochs=None if repeat else 1,
         )
         steps = None
         if repeat:  # Every batch of the split once, the last one partial.
@@ -72,7 +76,7 @@ def measure(builder, split: str = "train[:10%]", epochs: int = 4) -> list[dict]:
         rows.append(
             {
                 "label": "as_fast_dataset, fit(epochs=N)"
-                + (", repeat=True + steps_per_epoch" if repeat else ", no repeat"),
+                + (", num_epochs=None + steps_per_epoch" if repeat else ", one pass"),
                 "repeat": repeat,
                 "gaps_ms": [round(g, 2) for g in gaps_ms],
                 "max_gap_ms": round(max(gaps_ms), 2),

@@ -148,6 +148,7 @@ class LoaderInputs:
                 seed=0,
                 num_workers=workers,
                 num_threads=1 if workers else None,
+                cache=False,  # every epoch decodes, as the other loaders of the table
             )
         if p.name == "torch_imagefolder_224_uint8":
             data, self.imagefolder_kind = image_folder_loader(self.image_folder)

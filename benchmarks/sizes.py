@@ -272,6 +272,7 @@ def _loader(builder_dir: Path, size: int):
             image_size=size,
             batch_size=BATCH,
             shuffle=False,
+            cache=False,  # each epoch decodes: the row times the decode at this size
         )
         with Clock() as clock:
             for batch_images, _ in loader:

@@ -66,7 +66,7 @@ def make_dataset_fn(args: argparse.Namespace):
             input_context=input_context,  # This worker's own shard files.
             batch_size=args.batch_size,  # Global; divided among the replicas.
             image_size=args.image_size,
-            repeat=True,  # One iterator for all epochs; Keras counts steps.
+            num_epochs=None,  # One iterator for all epochs; Keras counts steps.
             drop_remainder=True,  # Every replica gets a full batch.
             **options,
         )

@@ -94,7 +94,7 @@ def check_fast_dataset(name: str, data_dir: Path, expected: dict[str, int]) -> N
     module = importlib.import_module(name)
     for split, size in expected.items():
         ds = module.as_fast_dataset(
-            split, data_dir=data_dir, download_and_prepare=False, batch_size=4, repeat=2,
+            split, data_dir=data_dir, download_and_prepare=False, batch_size=4, num_epochs=2,
             as_supervised=False,
         )  # fmt: skip
         names = collections.Counter()

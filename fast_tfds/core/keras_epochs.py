@@ -4,7 +4,7 @@ A fresh `fit` needs nothing: each Keras epoch is a pass, and passes are counted 
 they complete (`fast_tfds.core.passes`). A resumed one does: a new process starts its
 readers at epoch 0, while Keras continues at `initial_epoch` (given, or restored by
 `BackupAndRestore`). This callback tells the readers, before Keras makes the epoch's
-iterator, which epoch that is; with `repeat=True` and `steps_per_epoch`, where Keras
+iterator, which epoch that is; with `num_epochs=None` and `steps_per_epoch`, where Keras
 keeps one iterator for the whole run, the batch position `epoch * steps_per_epoch`.
 
 Keras is imported when the callback is made, so this module loads no TensorFlow.
@@ -44,7 +44,7 @@ def KerasEpochs(*readers):  # noqa: N802 (used as a class: callbacks=[KerasEpoch
                     # Keras makes one iterator for the whole run: place it once.
                     if steps is None:
                         raise ValueError(
-                            "KerasEpochs: a reader with repeat=True (or num_epochs=None) "
+                            "KerasEpochs: a reader with num_epochs=None (endless) "
                             "needs fit(steps_per_epoch=...), so that an epoch is a number "
                             "of batches"
                         )

@@ -8,11 +8,21 @@ run them in their constructors; image sizes are checked in `fast_tfds.core.sizes
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
+import warnings
+from pathlib import Path
 from typing import Any
 
-# Seeds of the loader's shuffles (Grain's) are unsigned 32-bit integers.
+# Seeds of the loader's shuffles (Grain's) are unsigned 32-bit integers: the loader
+# shuffles with `seed % SEED_LIMIT` (a seed below it as it is), and a seed it draws is
+# below it.
 SEED_LIMIT = 2**32
+# Every seed is 64 bits, of either sign (tf.data takes 2**64 - 1 as -1); the crops,
+# mixes and orders are drawn from those 64 bits (`fast_tfds.augment.counters`), so both
+# back ends cut the same crops for the same seed.
+SEED_RANGE = (-(2**63), 2**64)
 
 
 def is_int(value: Any) -> bool:
@@ -36,21 +46,74 @@ def check_batch_size(batch_size: Any, *, optional: bool = True) -> None:
     check_int("batch_size", batch_size, optional=optional)
 
 
-def check_seed(seed: Any, *, limit: int | None = None) -> None:
-    """An integer seed or None; below `limit` where the shuffle needs it (e.g. 2**32)."""
+def check_seed(seed: Any) -> None:
+    """A 64-bit seed (of either sign) or None, the same in both back ends."""
     if seed is None:
         return
-    if limit is None:
-        if not is_int(seed):
-            raise ValueError(f"seed={seed!r}: must be an integer or None")
-    elif not is_int(seed) or not 0 <= seed < limit:
-        bound = "2**32" if limit == SEED_LIMIT else str(limit)
-        raise ValueError(f"seed={seed!r}: must be an integer in [0, {bound}) or None")
+    if not is_int(seed):
+        raise ValueError(f"seed={seed!r}: must be an integer or None")
+    if not SEED_RANGE[0] <= seed < SEED_RANGE[1]:
+        raise ValueError(f"seed={seed!r}: must be an integer in [-2**63, 2**64) or None")
 
 
 def check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r}: must be True or False")
+
+
+def check_num_epochs(num_epochs: Any) -> None:
+    """Passes per iteration: a positive integer, or None for endless."""
+    check_int("num_epochs", num_epochs, optional=True)
+
+
+def check_shard(shard_index: Any, shard_count: Any) -> None:
+    """This host's share: `shard_index` in [0, shard_count)."""
+    check_int("shard_count", shard_count)
+    check_int("shard_index", shard_index, minimum=0)
+    if shard_index >= shard_count:
+        raise ValueError(f"shard_index={shard_index!r}: must be below shard_count={shard_count}")
+
+
+def check_persist(persist: Any, cache: Any, *, in_memory: bool) -> None:
+    """`persist` is a bool, and True only with the in-memory cache it keeps in a file
+    (`in_memory`: cache=True, or the loader's "auto")."""
+    check_bool("persist", persist)
+    if persist and not in_memory:
+        raise ValueError(
+            f"persist=True: keeps the in-memory cache (cache=True) in a file, and cache={cache!r}"
+        )
+
+
+def check_cache_budget(cache_budget: Any) -> None:
+    """Bytes the in-memory cache may take; None: a share of what the process may use."""
+    check_int("cache_budget", cache_budget, optional=True)
+
+
+# Where the package's own frames are: a warning about a keyword points past them.
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_OWN_FOLDERS = tuple(
+    str(_PACKAGE_ROOT / name)
+    for name in ("fast_tfds", "cats_vs_dogs_fast", "stanford_dogs_tfrecord")
+)
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """A FutureWarning that keyword `old` is now `new`, shown at the user's line: the
+    first frame outside this package and `dataclasses` (its `replace`, and the
+    `__init__` it generates)."""
+    level = 1
+    frame = inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((*_OWN_FOLDERS, "<", dataclasses.__file__)):
+            break
+        frame, level = frame.f_back, level + 1
+    del frame
+    warnings.warn(
+        f"{old}= is renamed {new}=; {old}= will be removed in the next minor version",
+        FutureWarning,
+        stacklevel=level,
+    )
 
 
 def check_cache_dir(cache_dir: Any) -> None:

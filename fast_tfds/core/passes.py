@@ -32,7 +32,7 @@ class PassClock:
 
     def __init__(self, batches_per_epoch: int, *, endless: bool):
         """`batches_per_epoch`: batches (or examples, unbatched) of one pass; `endless`:
-        one iterator runs epoch after epoch (repeat=True, num_epochs=None)."""
+        one iterator runs epoch after epoch (num_epochs=None)."""
         self.batches_per_epoch = batches_per_epoch
         self.endless = endless
         self._lock = threading.Lock()

@@ -64,8 +64,8 @@ def as_fast_loader(
       options: a `LoaderOptions`; keywords override its fields: batch_size,
         image_size, shuffle, seed, num_epochs, drop_remainder, shard_index,
         shard_count, num_threads, num_workers, worker_buffer_size, augment,
-        cache, cache_shorter_side, cache_dir, persist, with_index (see `LoaderOptions`
-        for each).
+        cache, cache_budget, cache_shorter_side, cache_dir, persist, with_index, mix
+        (see `LoaderOptions` for each).
       **keywords: those fields, and the dataset's own options (for Stanford
         Dogs: crop_to_box, with_boxes, max_boxes; see
         stanford_dogs_tfrecord.as_fast_loader).

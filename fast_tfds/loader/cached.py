@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from absl import logging
 
 from fast_tfds.cache import disk_rows, persisted
 from fast_tfds.cache import pictures as store
@@ -23,7 +24,7 @@ from fast_tfds.cache import store as stores
 from fast_tfds.cache.store_opening import open_store
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample, reference_box
-from fast_tfds.loader.options import LoaderOptions
+from fast_tfds.loader.options import AUTO, LoaderOptions
 
 
 def make_cache(
@@ -33,9 +34,12 @@ def make_cache(
     persist_identity: dict | None,
 ) -> stores.Store | None:
     """The shard's picture store: from its persistent file, a new file to fill, or memory
-    (disk rows over the budget); None without `cache=True`."""
-    if not options.cache:
+    (disk rows over the budget); None without a cache: cache=False, or "auto" with
+    workers and no complete persisted file."""
+    if not options.caches:
         return None
+    # "auto" with worker processes serves a persisted file if there is one.
+    looks_for_file = options.cache == AUTO and options.num_workers > 0
     size = decode.image_size
     crops = options.augment is not None and options.augment.crop is not None
     shorter_side = (
@@ -56,7 +60,8 @@ def make_cache(
         "shorter_side": shorter_side,
         "features": _features(persist_identity),
     }
-    if options.persist and options.num_workers:  # Workers map a complete file; none fills it.
+    # Workers map a complete file; none fills it (persist=True needs one, "auto" looks).
+    if options.num_workers and (options.persist or looks_for_file):
         return served(
             {
                 **common,
@@ -65,7 +70,8 @@ def make_cache(
                 "what": what,
                 "shard_index": options.shard_index,
                 "shard_count": options.shard_count,
-            }
+            },
+            required=options.persist,
         )
     return open_store(
         **common,
@@ -74,7 +80,7 @@ def make_cache(
         header_sizes=lambda: reference_sizes(source.records, shard, decode),
         origin=origin if options.persist else None,
         folder=folder,
-        budget=None,
+        budget=options.cache_budget,
         what=what,
     )
 
@@ -133,12 +139,22 @@ def targets(cache: stores.Store, slots) -> list:
     return [column[int(slot)] for slot in slots]
 
 
-def served(reopen: dict) -> stores.Store:
+def served(reopen: dict, required: bool = True) -> stores.Store | None:
     """The store of a complete persistent file, for a process that only reads it;
     `reopen` holds `persisted.serve_pictures`' arguments and the shard. A one-line
-    ValueError when the file is not there, complete and current."""
+    ValueError when the file is not there, complete and current, if `required`
+    (persist=True); else (cache="auto") None, with one log line."""
     options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
     stored, why = persisted.serve_pictures(**options)
+    if stored is None and not required:
+        logging.info(
+            "fast_tfds: cache='auto' with worker processes: no persisted cache of %s in %s "
+            "(%s); reading without a cache (fill one with num_workers=0, persist=True)",
+            reopen["what"],
+            reopen["folder"],
+            why,
+        )
+        return None
     if stored is None:
         raise ValueError(
             f"persist=True with worker processes: the persistent cache of {reopen['what']} in "

@@ -18,14 +18,21 @@ from fast_tfds.augment.mixing import Mix, check_mix
 from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
-    SEED_LIMIT,
     check_batch_size,
     check_bool,
+    check_cache_budget,
     check_cache_dir,
     check_int,
+    check_num_epochs,
+    check_persist,
     check_seed,
+    check_shard,
 )
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+
+# cache="auto" (the default): cache=True in this process (num_workers=0); with worker
+# processes, a complete persisted file if there is one, else no cache (one log line).
+AUTO = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,9 +46,10 @@ class LoaderOptions:
         `augment` cropping, a `ProgressiveResize` gives each epoch its own size.
       shuffle, seed: a new permutation of the shard every epoch; with a seed the
         orders repeat from run to run (without one a seed is drawn, and kept in
-        the iterator's state). shuffle=False: the split's record order (shard file
-        by shard file, record by record, as `tfds.data_source` indexes it), every
-        epoch, on every path.
+        the iterator's state). Any 64-bit seed, as in tf.data: the shuffle (Grain's,
+        of 32 bits) takes it modulo 2**32, the crops and mixes take all 64 bits.
+        shuffle=False: the split's record order (shard file by shard file, record
+        by record, as `tfds.data_source` indexes it), every epoch, on every path.
       num_epochs: epochs per `iter(loader)`; None = endless (JAX style, with
         steps). Each `iter()` starts at the epoch after the last one completed
         (`FastLoader.pass_clock`).
@@ -58,16 +66,23 @@ class LoaderOptions:
         jitter), drawn for each example from (seed, epoch, example index): a new
         window every epoch, the same ones on a seeded rerun or after `set_state`.
         None: every image resized whole, as stored.
-      cache: keep each picture decoded in memory after its first epoch, so later
-        epochs decode nothing. With `augment` cropping, the pictures are kept at
-        `cache_shorter_side` (aspect kept, never enlarged) and every epoch's crops
-        are cut from them; otherwise at the output size. Needs num_workers=0 (the
-        cache lives in this process), unless persisted (`persist`). Its size is
+      cache: "auto" (default): True with num_workers=0; with worker processes, the
+        persisted file of this read if one is complete (`persist`), else no cache,
+        with one log line. True: keep each picture decoded in memory after its
+        first epoch, so later epochs decode nothing. With `augment` cropping,
+        the pictures are kept at `cache_shorter_side` (aspect kept, never enlarged)
+        and every epoch's crops are cut from them; otherwise at the output size.
+        Needs num_workers=0 (the cache lives in this process), unless persisted
+        (`persist`). Its size is
         `FastLoader.cache_bytes`, fixed when the loader is made: for images of their
         own sizes (or cut to a hook's window) that reads each record's JPEG header
         once, decoding nothing.
         A cache over the memory budget goes to a memory-mapped file in `cache_dir`
-        (one log line), as the tf.data reader's does.
+        (one log line), as the tf.data reader's does. False: decode every epoch.
+      cache_budget: bytes the in-memory cache may take. Default: three quarters of
+        what the process may still use (its cgroup's memory limit in a container,
+        else MemAvailable); over it, the cache goes to `cache_dir` (see
+        `fast_tfds.cache.placement`).
       cache_shorter_side: the cached pictures' shorter side; None: output * 8/7
         (256 for 224), which serves a 0.875 center crop at full resolution.
       cache_dir: the local folder of caches on disk and persistent caches (default:
@@ -114,7 +129,8 @@ class LoaderOptions:
     num_workers: int = 0
     worker_buffer_size: int = 2
     augment: Augment | None = None
-    cache: bool = False
+    cache: bool | str = AUTO
+    cache_budget: int | None = None
     cache_shorter_side: int | None = None
     cache_dir: str | os.PathLike | None = None
     persist: bool = False
@@ -128,34 +144,33 @@ class LoaderOptions:
         else:
             check_image_size(self.image_size)
         check_bool("shuffle", self.shuffle)
-        check_seed(self.seed, limit=SEED_LIMIT)
-        check_int("num_epochs", self.num_epochs, optional=True)
+        check_seed(self.seed)
+        check_num_epochs(self.num_epochs)
         check_bool("drop_remainder", self.drop_remainder)
-        check_int("shard_count", self.shard_count)
-        check_int("shard_index", self.shard_index, minimum=0)
-        if self.shard_index >= self.shard_count:
-            raise ValueError(
-                f"shard_index={self.shard_index!r}: must be below shard_count={self.shard_count}"
-            )
+        check_shard(self.shard_index, self.shard_count)
         check_int("num_threads", self.num_threads, optional=True)
         check_int("num_workers", self.num_workers, minimum=0)
         check_int("worker_buffer_size", self.worker_buffer_size)
         check_augment(self.augment)
-        check_bool("cache", self.cache)
+        if not isinstance(self.cache, bool) and self.cache != AUTO:
+            raise ValueError(f"cache={self.cache!r}: must be True, False or {AUTO!r}")
+        check_cache_budget(self.cache_budget)
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         check_cache_dir(self.cache_dir)
-        check_bool("persist", self.persist)
         check_bool("with_index", self.with_index)
         check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
-        if self.persist and not self.cache:
-            raise ValueError(
-                "persist=True: keeps the decoded cache (cache=True) in a file, and cache=False"
-            )
-        if self.cache and self.num_workers and not self.persist:
+        check_persist(self.persist, self.cache, in_memory=self.caches)
+        if self.cache is True and self.num_workers and not self.persist:
             raise ValueError(
                 f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "
                 "in this process, and its threads decode in parallel"
             )
+
+    @property
+    def caches(self) -> bool:
+        """Whether a picture store is made: cache=True, or "auto" in this process (with
+        workers "auto" looks for a persisted file, `fast_tfds.loader.cached`)."""
+        return self.cache is True or self.cache == AUTO
 
     @classmethod
     def names(cls) -> frozenset[str]:

@@ -124,7 +124,7 @@ class FastLoader(grain.IterDataset):
         )
         pad = padding.Pad.of(source, decode, options.shard_index) if self.padded else None
         self.batches = None
-        if options.augment is not None or options.cache:
+        if options.augment is not None or self.cache is not None:
             schedule = options.image_size
             self.batches = augmented.AugmentedBatches(
                 decode,
@@ -169,7 +169,8 @@ class FastLoader(grain.IterDataset):
             ds = ds[options.shard_index :: options.shard_count]
         if options.shuffle:
             # Grain's order, each epoch's permutation made at once (`shuffle`).
-            ds = shuffle.EpochShuffle(ds, seed=self.seed)
+            # Grain's shuffle takes 32 bits; a seed below 2**32 is taken as it is.
+            ds = shuffle.EpochShuffle(ds, seed=self.seed % SEED_LIMIT)
         if self.batches is not None:
             return ds.batch(
                 options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches

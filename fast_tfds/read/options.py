@@ -21,10 +21,16 @@ from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.core.options import (
     check_batch_size,
+    check_bool,
+    check_cache_budget,
     check_cache_dir,
     check_int,
+    check_num_epochs,
+    check_persist,
     check_seed,
+    check_shard,
     is_int,
+    warn_renamed,
 )
 from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
@@ -84,7 +90,7 @@ class ReadOptions:
 
     Attributes:
       batch_size: examples per batch (the global batch when `input_context` is
-        given); None for unbatched examples.
+        given, this host's with `shard_count`); None for unbatched examples.
       image_size: output size, int or (height, width). Images are decoded a block
         at a time with libjpeg-turbo, at a reduced DCT scale where that is faster
         than a full decode, and resized (close to `tf.image.resize(antialias=True)`;
@@ -139,19 +145,26 @@ class ReadOptions:
         an uninterrupted one would. Without a seed one is drawn per dataset.
       deterministic: keep a reproducible element order (slower). Default: True when
         a seed is given or shuffle=False, else False.
-      repeat: False for one epoch per iteration, True to repeat forever (the fastest
-        for Keras: fit(steps_per_epoch=...) keeps one iterator), or a number of
-        epochs. Batches never straddle two epochs. The epoch of a pass is the number
+      num_epochs: passes per iteration: 1 (default), a number N, or None to repeat
+        forever (the fastest for Keras: fit(steps_per_epoch=...) keeps one iterator).
+        Batches never straddle two epochs. The epoch of a pass is the number
         of passes over this dataset completed before it (its last batch delivered),
         not of iterators made: a peek (`next(iter(ds))`) or a dropped iterator does
         not move it (`fast_tfds.core.passes`).
+      repeat: the former name of `num_epochs` (False: 1, True: None, N: N); it warns
+        (FutureWarning) and goes in the next minor version.
       drop_remainder: drop each epoch's last incomplete batch.
       dtype: tf.float32 for images scaled to [0, 1], tf.uint8 for raw pixels.
       as_supervised: (image, label) tuples, else dicts of all features.
-      input_context: a tf.distribute.InputContext: this input pipeline reads its own
-        subset of the shard files (instructions[i::n]). With several pipelines,
-        shuffle=False and with_index=True, every pipeline yields the same number of
-        full batches (that of the largest share), padded with examples of index -1.
+      shard_index: this host's share, for multi-host training: whole shard files,
+        every shard_count-th from shard_index (instructions[i::n]); the shares are
+        disjoint and together complete. With shard_count > 1, shuffle=False and
+        with_index=True, every host yields the same number of full batches (that of
+        the largest share), padded with examples of index -1.
+      shard_count: the number of hosts sharing the split (1: all of it here).
+      input_context: a tf.distribute.InputContext: gives shard_index and shard_count
+        (its input_pipeline_id and num_input_pipelines), and batch_size is then the
+        global batch, divided among the replicas.
       with_index: add each example's index in the split (its position in the record
         order, numbered before an input_context takes its share): (image, label,
         index) with as_supervised, else an "index" feature; int64.
@@ -202,10 +215,13 @@ class ReadOptions:
     shuffle_buffer: int = 1024
     seed: int | None = None
     deterministic: bool | None = None
-    repeat: bool | int = False
+    num_epochs: int | None = 1
+    repeat: bool | int | None = None  # The former name of num_epochs: None when not given.
     drop_remainder: bool = False
     dtype: tf.DType = tf.float32
     as_supervised: bool = True
+    shard_index: int = 0
+    shard_count: int = 1
     input_context: tf.distribute.InputContext | None = None
     transform: Callable[[dict], dict] | None = None
     transform_keys: Collection[str] = ()
@@ -223,18 +239,25 @@ class ReadOptions:
         else:
             check_image_size(self.image_size)
         _check_cache(self.cache)
-        check_int("cache_budget", self.cache_budget, optional=True)
+        check_cache_budget(self.cache_budget)
         check_cache_dir(self.cache_dir)
-        _check_persist(self.persist, self.cache)
+        check_persist(self.persist, self.cache, in_memory=self.cache is True)
+        check_bool("shuffle", self.shuffle)
         check_int("shuffle_buffer", self.shuffle_buffer)
         check_seed(self.seed)
+        if self.deterministic is not None:
+            check_bool("deterministic", self.deterministic)
+        if self.repeat is not None:
+            self._take_repeat()
+        check_num_epochs(self.num_epochs)
+        check_bool("drop_remainder", self.drop_remainder)
+        check_bool("as_supervised", self.as_supervised)
+        if self.input_context is not None:
+            self._take_input_context()
+        check_shard(self.shard_index, self.shard_count)
         if self.dtype not in (tf.float32, tf.uint8):
             raise ValueError(
                 f"dtype={self.dtype!r}: must be tf.float32 (scaled to [0, 1]) or tf.uint8"
-            )
-        if not isinstance(self.repeat, bool) and (not is_int(self.repeat) or self.repeat < 1):
-            raise ValueError(
-                f"repeat={self.repeat!r}: must be True, False or a positive number of epochs"
             )
         if self.service is not None:
             if self.service_sharding not in SHARDING_POLICIES:
@@ -247,8 +270,7 @@ class ReadOptions:
                     "deterministic=True: with service= the workers deliver examples as they "
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
-        if not isinstance(self.with_index, bool):
-            raise ValueError(f"with_index={self.with_index!r}: must be True or False")
+        check_bool("with_index", self.with_index)
         check_augment(self.augment)
         check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         if self.augment is not None:
@@ -259,6 +281,34 @@ class ReadOptions:
                 "batch_size=None: mix= mixes the pictures of a batch; give batch_size="
             )
         object.__setattr__(self, "transform_keys", tuple(self.transform_keys))
+
+    def _take_repeat(self) -> None:
+        """`repeat=` as `num_epochs=`, with a FutureWarning at the user's line."""
+        repeat = self.repeat
+        if not isinstance(repeat, bool) and (not is_int(repeat) or repeat < 1):
+            raise ValueError(
+                f"repeat={repeat!r}: must be True, False or a positive number of epochs"
+            )
+        if self.num_epochs != 1:
+            raise ValueError(
+                f"repeat={repeat!r}: is the former name of num_epochs=; give num_epochs= alone"
+            )
+        warn_renamed("repeat", "num_epochs")
+        num_epochs = None if repeat is True else 1 if repeat is False else repeat
+        object.__setattr__(self, "num_epochs", num_epochs)
+        object.__setattr__(self, "repeat", None)  # so that `replace` does not warn again
+
+    def _take_input_context(self) -> None:
+        """`shard_index`/`shard_count` from the input context (they must agree if given)."""
+        context = self.input_context
+        index, count = context.input_pipeline_id, context.num_input_pipelines
+        if (self.shard_index, self.shard_count) not in ((0, 1), (index, count)):
+            raise ValueError(
+                f"shard_index={self.shard_index}, shard_count={self.shard_count}: input_context "
+                f"gives {index} of {count}; give one of them"
+            )
+        object.__setattr__(self, "shard_index", index)
+        object.__setattr__(self, "shard_count", count)
 
     @property
     def cache_choice(self) -> CacheChoice:
@@ -287,9 +337,7 @@ class ReadOptions:
     @property
     def epochs(self) -> int | None:
         """Epochs per iteration: None for forever."""
-        if self.repeat is True:
-            return None
-        return 1 if self.repeat is False else int(self.repeat)
+        return self.num_epochs
 
     def replace(self, **changes: Any) -> ReadOptions:
         return dataclasses.replace(self, **changes)
@@ -312,15 +360,6 @@ def _check_augmented(opts: ReadOptions) -> None:
         raise ValueError(
             f"service={opts.service!r}: augment= crops before decoding, here; read "
             "without service= or without augment="
-        )
-
-
-def _check_persist(persist, cache) -> None:
-    if persist is not True and persist is not False:
-        raise ValueError(f"persist={persist!r}: must be True or False")
-    if persist and cache is not True:
-        raise ValueError(
-            f"persist=True: keeps the in-memory cache (cache=True) in a file, and cache={cache!r}"
         )
 
 

@@ -65,7 +65,7 @@ def as_fast_dataset(
 
 def _reads_every_shard(options: dict[str, Any]) -> bool:
     """Whether a read with these options reads every shard of its split in its first
-    epoch: not a share of them (input_context), not through the tf.data service (its
+    epoch: not a share of them (input_context, shard_count), not through the tf.data service (its
     workers read the files), not from a file or persisted cache that may hold the split
     already. Unknown values count as no: the options are checked later, in their turn."""
     base = options.get("options")
@@ -76,6 +76,7 @@ def _reads_every_shard(options: dict[str, Any]) -> bool:
 
     return (
         get("input_context") is None
+        and get("shard_count") == 1
         and get("service") is None
         and get("persist") is False
         and isinstance(get("cache"), bool)
@@ -124,7 +125,7 @@ def read_split(
       split: split or slice ('train[:80%]'): the split's file instructions are used.
       options: a `ReadOptions`; keywords override its fields. `ReadOptions`
         documents every option (batch_size, image_size, cache, shuffle, seed,
-        repeat, dtype, ...).
+        num_epochs, shard_index, dtype, ...).
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)

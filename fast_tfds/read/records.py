@@ -49,11 +49,13 @@ def _check_tfrecord(builder) -> None:
     )
 
 
-def shard_for_pipeline(instructions, input_context: tf.distribute.InputContext):
-    n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
+def shard_for_pipeline(instructions, opts):
+    """This host's share of the shard files (`ReadOptions.shard_index`/`shard_count`)."""
+    n, i = opts.shard_count, opts.shard_index
     if len(instructions) < n:
+        said = "input_context" if opts.input_context is not None else f"shard_count={n}"
         raise ValueError(
-            f"input_context: {n} input pipelines but only {len(instructions)} shard files "
+            f"{said}: {n} input pipelines but only {len(instructions)} shard files "
             "in this split; rebuild with more shards or use fewer pipelines"
         )
     return instructions[i::n]

@@ -75,21 +75,19 @@ class Reading:
         service_address = None
         if opts.service is not None:
             service_address = service.check_reachable(opts.service)
-        context = opts.input_context
         padded = None
-        if context is not None:
-            shares = [
-                records.num_examples(instructions[i :: context.num_input_pipelines])
-                for i in range(context.num_input_pipelines)
-            ]
-            if context.num_input_pipelines > 1 and opts.with_index and not opts.shuffle:
+        index, count = opts.shard_index, opts.shard_count
+        if count > 1:
+            shares = [records.num_examples(instructions[i::count]) for i in range(count)]
+            if opts.with_index and not opts.shuffle:
                 padded = max(shares)
-            instructions = records.shard_for_pipeline(instructions, context)
-            offsets = offsets[context.input_pipeline_id :: context.num_input_pipelines]
-            if opts.batch_size is not None:
-                opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
+            instructions = records.shard_for_pipeline(instructions, opts)
+            offsets = offsets[index::count]
             if padded is not None:  # Every batch is full, padding included: none dropped.
                 opts = opts.replace(drop_remainder=False)
+        context = opts.input_context
+        if context is not None and opts.batch_size is not None:
+            opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
         supervised_keys = builder.info.supervised_keys
         mix_batch = None
         if opts.mix is not None:

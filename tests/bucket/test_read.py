@@ -40,7 +40,7 @@ for where in ("local", "gs"):
         "train", data_dir=data_dir, augment=fast_tfds.Augment(), dtype=tf.uint8, **common))
     report(where + "-shuffled", cats_vs_dogs_fast.as_fast_dataset(
         "train", data_dir=data_dir, cache=False, batch_size=8, seed=0, deterministic=True,
-        repeat=2, download_and_prepare=False))
+        num_epochs=2, download_and_prepare=False))
 gs = os.environ["GS_DIR"]
 report("gs-builder_dir", cats_vs_dogs_fast.as_fast_dataset(
     "train", builder_dir=gs + "/cats_vs_dogs_fast/224/1.0.0", batch_size=8, shuffle=False, seed=0))
@@ -98,7 +98,7 @@ def test_the_memory_cache_reads_each_shard_from_the_bucket_once_in_two_epochs(
 import os
 import cats_vs_dogs_fast
 report("two", cats_vs_dogs_fast.as_fast_dataset(
-    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0, repeat=2,
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0, num_epochs=2,
     download_and_prepare=False))
 """
     found, _ = reads.run(bucket, code, **dirs(bucket, cats_data_dir, TFRECORD))
@@ -120,7 +120,7 @@ def copies():
     print("COPIES", json.dumps(found), flush=True)
 
 ds = cats_vs_dogs_fast.as_fast_dataset(
-    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, cache=False, repeat=2,
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, seed=0, cache=False, num_epochs=2,
     download_and_prepare=False)
 copies()
 report("two", ds)

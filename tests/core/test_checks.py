@@ -20,8 +20,8 @@ from fast_tfds.core import options, sizes, splits
         (lambda: options.check_int("n", 1, minimum=2), "n=1: must be an integer >= 2"),
         (lambda: options.check_seed(1.5), "seed=1.5: must be an integer or None"),
         (
-            lambda: options.check_seed(2**32, limit=options.SEED_LIMIT),
-            r"seed=4294967296: must be an integer in \[0, 2\*\*32\) or None",
+            lambda: options.check_seed(2**64),
+            r"seed=18446744073709551616: must be an integer in \[-2\*\*63, 2\*\*64\) or None",
         ),
         (lambda: options.check_bool("shuffle", 1), "shuffle=1: must be True or False"),
         (lambda: sizes.check_image_size(0), "image_size=0: must be a positive int"),
@@ -39,9 +39,11 @@ def test_good_values_pass():
     options.check_batch_size(1, optional=False)
     options.check_int("num_workers", 0, minimum=0)
     options.check_int("num_epochs", None, optional=True)
-    options.check_seed(None, limit=options.SEED_LIMIT)
-    options.check_seed(2**32 - 1, limit=options.SEED_LIMIT)
-    options.check_seed(-5)  # Any integer for TensorFlow's shuffles.
+    options.check_seed(None)
+    options.check_seed(2**32 - 1)
+    options.check_seed(-5)  # Any 64 bits, of either sign, in both back ends.
+    options.check_seed(-(2**63))
+    options.check_seed(2**64 - 1)
 
 
 def test_image_sizes():

@@ -121,7 +121,8 @@ def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
     """mode 'full': 3 epochs; 'stopped': stopped after epoch 1 with BackupAndRestore in
     `folder`; 'backup': a new process resuming it; 'initial': fit(initial_epoch=2).
     'endless-full', 'endless-initial': the same with num_epochs=None and steps_per_epoch
-    (one iterator for the whole run)."""
+    (one iterator for the whole run); 'endless-nosteps': without steps_per_epoch, which
+    KerasEpochs refuses (its error)."""
     import keras
 
     import fast_tfds
@@ -152,13 +153,17 @@ def keras_fit(data_dir: str, folder: str, mode: str) -> dict:
             loader,
             epochs=3,
             initial_epoch=2 if mode == "initial" else 0,
-            steps_per_epoch=len(loader) if endless else None,
+            steps_per_epoch=len(loader) if endless and mode != "nosteps" else None,
             callbacks=callbacks,
             verbose=0,
             shuffle=False,
         )
     except KeyboardInterrupt:
         pass
+    except ValueError as error:
+        if mode != "nosteps":
+            raise
+        return {"error": str(error)}
     # What three passes of the loader are, read plainly.
     plain = [
         f"{i.shape[1]}:{batch_digest(i, [])}"

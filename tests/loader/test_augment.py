@@ -390,12 +390,13 @@ def test_bad_options_are_one_line(cats_array_record_dir, tmp_path):
         cats_loader(cats_array_record_dir, cache=True, num_workers=2)
     with pytest.raises(ValueError, match=r"^augment='flip': must be a fast_tfds\.Augment"):
         cats_loader(cats_array_record_dir, augment="flip")
-    with pytest.raises(ValueError, match=r"^cache=1: must be True or False"):
+    with pytest.raises(ValueError, match=r"^cache=1: must be True, False or 'auto'"):
         cats_loader(cats_array_record_dir, cache=1)
     with pytest.raises(ValueError, match=r"^cache_shorter_side=0: must be a positive integer"):
         cats_loader(cats_array_record_dir, cache_shorter_side=0)
-    with pytest.raises(ValueError, match=r"^persist=True: keeps the decoded cache \(cache=True\)"):
-        cats_loader(cats_array_record_dir, persist=True)
+    in_memory = r"^persist=True: keeps the in-memory cache \(cache=True\)"
+    with pytest.raises(ValueError, match=in_memory):
+        cats_loader(cats_array_record_dir, persist=True, cache=False)
     with pytest.raises(ValueError, match=r"^persist='yes': must be True or False"):
         cats_loader(cats_array_record_dir, cache=True, persist="yes")
     with pytest.raises(ValueError, match=r"^cache_dir='gs://b/c': must be a local folder"):

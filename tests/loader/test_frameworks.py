@@ -87,6 +87,16 @@ def test_an_endless_loader_with_steps_per_epoch_resumes_at_its_batch_position(
     assert initial["batches"] == full["batches"][2 * per_epoch :]
 
 
+@needs_jax
+def test_an_endless_loader_without_steps_per_epoch_is_refused_by_keras_epochs(
+    cats_array_record_dir, tmp_path
+):
+    # num_epochs=1 (the default) makes one pass per fit epoch (the first test here); an
+    # endless loader's epoch is a number of steps, which Keras must be given.
+    error = run("fit", cats_array_record_dir, tmp_path, "endless-nosteps")["error"]
+    assert error.startswith("KerasEpochs: a reader with num_epochs=None (endless) needs fit(")
+
+
 @pytest.mark.skipif(
     not installed("jax", "orbax.checkpoint"), reason="needs jax and orbax-checkpoint"
 )

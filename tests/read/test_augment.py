@@ -508,19 +508,19 @@ def test_stanford_dogs_cache_needs_fixed_size_features(stanford_tfrecord_dir):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("repeat", [False, 2])
+@pytest.mark.parametrize("num_epochs", [1, 2])
 @pytest.mark.parametrize("batch_size, drop", [(BATCH, False), (BATCH, True), (None, False)])
 @pytest.mark.parametrize("cache", [False, True])
-def test_cardinality_is_exact(cats_data_dir, cats_split, repeat, batch_size, drop, cache):
+def test_cardinality_is_exact(cats_data_dir, cats_split, num_epochs, batch_size, drop, cache):
     ds = read(
         cats_data_dir,
         cache=cache,
         batch_size=batch_size,
         drop_remainder=drop,
-        repeat=repeat,
+        num_epochs=num_epochs,
         as_supervised=True,
     )
-    n, epochs = len(cats_split), 2 if repeat else 1
+    n, epochs = len(cats_split), num_epochs
     per_epoch = n if batch_size is None else (n // BATCH if drop else -(-n // BATCH))
     assert int(ds.cardinality()) == per_epoch * epochs
     elements = list(ds)

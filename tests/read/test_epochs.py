@@ -125,13 +125,13 @@ def test_input_pipelines_are_disjoint_and_complete(cats_data_dir, stored):
 
 def test_repeat_n_gives_n_complete_epochs(cats_data_dir, stored):
     n = len(stored["train"])
-    ds = read(cats_data_dir, repeat=3)
+    ds = read(cats_data_dir, num_epochs=3)
     examples = epoch(ds)
     assert len(examples) == 3 * n
     for i in range(3):
         stored["train"].check(examples[i * n : (i + 1) * n])
     assert int(ds.cardinality()) == batches_of(ds) == 3 * -(-n // BATCH)
-    assert int(read(cats_data_dir, repeat=True).cardinality()) == tf.data.INFINITE_CARDINALITY
+    assert int(read(cats_data_dir, num_epochs=None).cardinality()) == tf.data.INFINITE_CARDINALITY
 
 
 @pytest.mark.parametrize("cache", [True, False])
@@ -146,7 +146,7 @@ def test_drop_remainder_drops_only_the_last_partial_batch(cache, cats_data_dir, 
     assert int(ds.cardinality()) == batches_of(ds) == n // BATCH
     assert ds.element_spec[0].shape[0] == BATCH
     # Batches never straddle two epochs: each epoch drops its own remainder.
-    repeated = read(cats_data_dir, cache=cache, drop_remainder=True, repeat=2)
+    repeated = read(cats_data_dir, cache=cache, drop_remainder=True, num_epochs=2)
     assert [int(images.shape[0]) for images, _ in repeated] == [BATCH] * (2 * (n // BATCH))
 
 

@@ -102,10 +102,19 @@ def test_fit_resumed_by_backup_and_restore_sees_the_uninterrupted_batches(cats_d
 
 
 def test_endless_reads_with_steps_per_epoch_resume_at_the_batch_position(cats_data_dir):
-    fit = {"options": {"repeat": True}, "steps_per_epoch": 4}
+    fit = {"options": {"num_epochs": None}, "steps_per_epoch": 4}
     whole = train(cats_data_dir, epochs=3, **dict(fit))
     resumed = train(cats_data_dir, epochs=3, initial_epoch=1, **dict(fit))
     assert resumed == {1: whole[1], 2: whole[2]}
     # 4 steps per Keras epoch and 7 batches per data epoch: Keras' epoch 1 straddles
     # data epochs 0 and 1 (sizes 32 then 64).
     assert [size for size, _ in whole[1]] == [32, 32, 32, 64]
+
+
+def test_keras_fit_makes_one_pass_per_epoch_and_an_endless_read_needs_steps(cats_data_dir):
+    # num_epochs=1 (the default): fit(epochs=3) iterates the dataset three times.
+    seen = train(cats_data_dir, epochs=3)
+    assert sorted(seen) == [0, 1, 2] and len({len(batches) for batches in seen.values()}) == 1
+    # num_epochs=None: one iterator for the whole fit, whose epochs Keras counts in steps.
+    with pytest.raises(ValueError, match=r"^KerasEpochs: a reader with num_epochs=None"):
+        train(cats_data_dir, epochs=3, options={"num_epochs": None})

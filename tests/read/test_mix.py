@@ -98,8 +98,8 @@ def test_the_same_seed_repeats_and_another_differs(cats_data_dir):
 
 @pytest.mark.parametrize("cache", [False, True])
 def test_a_resumed_epoch_repeats_its_mixes(cats_data_dir, cache):
-    whole = epochs(read(cats_data_dir, cache=cache, augment=Augment(), mix=TIMM, repeat=2), 1)
-    resumed_ds = read(cats_data_dir, cache=cache, augment=Augment(), mix=TIMM, repeat=2)
+    whole = epochs(read(cats_data_dir, cache=cache, augment=Augment(), mix=TIMM, num_epochs=2), 1)
+    resumed_ds = read(cats_data_dir, cache=cache, augment=Augment(), mix=TIMM, num_epochs=2)
     fast_tfds.set_epoch(resumed_ds, 1, 1)  # a run stopped after 1 batch of epoch 1
     resumed = epochs(resumed_ds, 1)[0][:3]  # the rest of epoch 1
     for got, want in zip(resumed, whole[0][4 + 1 :], strict=True):

@@ -1,4 +1,5 @@
-"""Multi-worker input: input_context shards files; the example trains on two real workers."""
+"""Multi-worker input: input_context (or shard_index/shard_count) shards files; the
+example trains on two real workers."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import cats_vs_dogs_fast
+import fast_tfds
 from fast_tfds.building import MIN_SHARDS_PER_SPLIT
 from tests.helpers import REPO, child_env
 from tests.pairs import Truth, epoch
@@ -32,9 +34,10 @@ def shard_of(cats_builder) -> dict[str, str]:
     return shard_of
 
 
+@pytest.mark.parametrize("via", ["input_context", "shard_index"])
 @pytest.mark.parametrize("pipelines", [2, 3, 4, MIN_SHARDS_PER_SPLIT])
 def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
-    cats_data_dir, shard_of, pipelines
+    cats_data_dir, shard_of, pipelines, via
 ):
     names_per_pipeline, everything = [], []
     for pipeline_id in range(pipelines):
@@ -43,11 +46,16 @@ def test_each_pipeline_reads_its_own_files_and_together_every_example_once(
             input_pipeline_id=pipeline_id,
             num_replicas_in_sync=pipelines,
         )
+        share = (
+            {"input_context": context}
+            if via == "input_context"
+            else {"shard_index": pipeline_id, "shard_count": pipelines}
+        )
         ds = cats_vs_dogs_fast.as_fast_dataset(
             "train",
             data_dir=cats_data_dir,
             download_and_prepare=False,
-            input_context=context,
+            **share,
             batch_size=None,
             image_size=32,
             cache=False,
@@ -83,6 +91,21 @@ def test_more_pipelines_than_files_is_a_clear_error(cats_data_dir):
         f"input_context: {too_many} input pipelines but only {MIN_SHARDS_PER_SPLIT} shard files"
     )
     assert "\n" not in message
+    with pytest.raises(ValueError, match=f"^shard_count={too_many}: {too_many} input pipelines"):
+        cats_vs_dogs_fast.as_fast_dataset(
+            "train", data_dir=cats_data_dir, download_and_prepare=False, shard_count=too_many
+        )
+
+
+def test_input_context_gives_the_shard_and_a_different_shard_is_refused(cats_data_dir):
+    context = tf.distribute.InputContext(
+        num_input_pipelines=3, input_pipeline_id=1, num_replicas_in_sync=3
+    )
+    opts = fast_tfds.ReadOptions(input_context=context)
+    assert (opts.shard_index, opts.shard_count) == (1, 3)
+    assert fast_tfds.ReadOptions(input_context=context, shard_index=1, shard_count=3) == opts
+    with pytest.raises(ValueError, match=r"^shard_index=0, shard_count=2: input_context gives 1"):
+        fast_tfds.ReadOptions(input_context=context, shard_count=2)
 
 
 def free_ports(n: int) -> list[int]:

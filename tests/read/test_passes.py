@@ -107,7 +107,7 @@ def test_resumed_shuffled_epochs_without_augment_repeat(options, cats_data_dir, 
 def test_repeat_n_runs_consecutive_epochs_from_the_clock(cats_data_dir):
     single = progressive(cats_data_dir, True)
     epochs = [batches(single) for _ in range(3)]
-    repeated = progressive(cats_data_dir, True, repeat=3)
+    repeated = progressive(cats_data_dir, True, num_epochs=3)
     assert same(batches(repeated), epochs[0] + epochs[1] + epochs[2])
     # The next iteration goes on at epoch 3: the size stays the largest.
     assert batches(repeated, 1)[0][0].shape[1] == 96
@@ -115,9 +115,9 @@ def test_repeat_n_runs_consecutive_epochs_from_the_clock(cats_data_dir):
 
 def test_endless_reads_resume_at_a_batch_position(cats_data_dir):
     per_epoch = len(batches(progressive(cats_data_dir, False)))
-    run = iter(progressive(cats_data_dir, False, repeat=True))
+    run = iter(progressive(cats_data_dir, False, num_epochs=None))
     uninterrupted = [next(run) for _ in range(2 * per_epoch + 3)]
-    resumed = progressive(cats_data_dir, False, repeat=True)
+    resumed = progressive(cats_data_dir, False, num_epochs=None)
     find_clock(resumed).set_position(per_epoch + 2)
     it = iter(resumed)
     for expected in uninterrupted[per_epoch + 2 :]:

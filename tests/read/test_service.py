@@ -53,7 +53,7 @@ def test_dynamic_sharding_reads_every_example_once_per_epoch(
 ):
     # With the cache the second epoch comes from the client's memory, without
     # it from a second service job.
-    ds = read(cats_data_dir, service=cluster, cache=cache, batch_size=7, repeat=2)
+    ds = read(cats_data_dir, service=cluster, cache=cache, batch_size=7, num_epochs=2)
     assert ds.element_spec["image"].shape[1:] == (224, 224, 3)
     assert ds.element_spec["image"].dtype == tf.float32
     # Read to the end: a worker stops slowly while a job is unfinished.

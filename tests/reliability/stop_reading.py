@@ -1,4 +1,4 @@
-"""A script that reads an endless iteration (`repeat=True`, or the loader's endless
+"""A script that reads an endless iteration (`num_epochs=None`, or the loader's endless
 passes), stops after some batches and falls off its end, as a training script does:
 
     python -m tests.reliability.stop_reading KIND DATA_DIR [CACHE_DIR]
@@ -22,7 +22,7 @@ def tf_data(kind: str, data_dir: str, cache_dir: str | None):
         options.update(config="original", augment=fast_tfds.Augment())
     if kind == "persist":
         options.update(persist=True, cache_dir=cache_dir)
-    return cats_vs_dogs_fast.as_fast_dataset("train", repeat=True, **options)
+    return cats_vs_dogs_fast.as_fast_dataset("train", num_epochs=None, **options)
 
 
 def loader(data_dir: str):
@@ -83,7 +83,7 @@ def main(kind: str, data_dir: str, cache_dir: str | None = None):
             download_and_prepare=False,
             batch_size=8,
             seed=0,
-            repeat=True,
+            num_epochs=None,
             as_supervised=True,
         )
         kept = keras_fit(ds)
