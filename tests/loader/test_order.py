@@ -12,6 +12,7 @@ import tensorflow_datasets as tfds
 
 import cats_vs_dogs_fast
 from fast_tfds import Augment
+from fast_tfds.cache import persistent
 from tests.loader.new_process import run
 from tests.loader.test_augment import expected_epoch
 from tests.pairs import digest
@@ -87,7 +88,10 @@ def test_a_persistent_file_a_shuffled_run_filled_serves_the_record_order(
     persist = {"cache": True, "persist": True, "cache_dir": tmp_path}
     shuffled = cats_loader(cats_array_record_dir, shuffle=True, seed=7, **persist)
     assert examples(shuffled) != record_order  # the fill ran in another order
-    assert list(tmp_path.rglob("*")), "the shuffled run wrote no persistent file"
+    backing = shuffled.cache.backing  # The file is written out in a thread of its own:
+    assert isinstance(backing, persistent.FileFill)  # worker processes below map it whole.
+    backing.writing.join(timeout=120)
+    assert backing.persisted and list(tmp_path.rglob("*")), "the shuffled run wrote no file"
     served = cats_loader(cats_array_record_dir, **persist)
     for _ in range(2):
         assert examples(served) == record_order
