@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 from fast_tfds.augment.spec import Augment
+from fast_tfds.cache import persistent
 from fast_tfds.loader.options import LoaderOptions
 from fast_tfds.read.options import ReadOptions
 
@@ -289,7 +290,10 @@ def test_auto_with_workers_serves_a_persisted_file_or_reads_without_a_cache(
     # Filled once in this process, the file then serves the workers.
     filler = cats_vs_dogs_fast.as_fast_loader("train", persist=True, **common)
     first = [np.asarray(x).copy() for x, _ in filler]
-    filler.cache._filling.writing.join(timeout=60)  # written out in a thread of its own
+    backing = filler.cache.backing  # The file is written out in a thread of its own.
+    assert isinstance(backing, persistent.FileFill)
+    backing.writing.join(timeout=120)
+    assert backing.persisted
     served = cats_vs_dogs_fast.as_fast_loader("train", num_workers=2, **common)
     assert served.cache_bytes > 0
     again = [np.asarray(x).copy() for x, _ in served]
