@@ -64,6 +64,7 @@ setup(
         "fast_tfds",
         "fast_tfds.core",
         "fast_tfds.cache",
+        "fast_tfds.cache.remote",
         "fast_tfds.augment",
         "fast_tfds.augment.ops",
         "fast_tfds.augment.policies",
