@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fast_tfds.core import shares
 from fast_tfds.loader.examples import DecodeExample
 
 
@@ -29,9 +30,7 @@ def pads(options) -> bool:
 
 def padded_share(num_examples: int, batch_size: int, drop_remainder: bool, hosts: int) -> int:
     """Examples per epoch on every host: the largest share in whole batches."""
-    largest = -(-num_examples // hosts)
-    batches = largest // batch_size if drop_remainder else -(-largest // batch_size)
-    return batches * batch_size
+    return shares.padded_length(-(-num_examples // hosts), batch_size, drop_remainder)
 
 
 @dataclasses.dataclass(frozen=True)
