@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from absl import logging
 
+from fast_tfds.augment import step
 from fast_tfds.cache import disk_rows, persisted
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import store as stores
@@ -122,15 +123,10 @@ def _slot_of(shard_index: int, shard_count: int):
 def fill(cache: stores.Store, indices, records, decode: DecodeExample) -> np.ndarray:
     """Writes the examples `indices` that the store does not hold yet from their
     `records` (None for one it holds: not read); returns their slots."""
-    slots = cache.slots(indices)
+    parsed = [(None, None, None) if record is None else decode.parse(record) for record in records]
+    jpegs, values, windows = zip(*parsed, strict=True) if parsed else ((), (), ())
     name = TARGET if TARGET in cache.features else "label"
-    for slot, record in zip(slots, records, strict=True):
-        if record is None or cache.pictures.images.written[slot]:
-            continue
-        jpeg, target, window = decode.parse(record)
-        cache.put(slot, jpeg, window, {name: target})
-    cache.when_filled()
-    return slots
+    return cache.put_many(indices, jpegs, windows, {name: values}, step.decode_error)
 
 
 def targets(cache: stores.Store, slots) -> list:
