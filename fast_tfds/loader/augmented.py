@@ -1,4 +1,5 @@
-"""The loader's batches with `augment=` or `cache=True`: whole batches made at once.
+"""The loader's one batch function: whole batches made at once, for every read (a plain
+read is the identity augmentation, `augment=None`: each picture whole, resized).
 
 Each element carries its epoch and its example index (its position in the split as
 read), which Grain's index arithmetic gives exactly (`tag`): the dataset is indexed
@@ -45,7 +46,9 @@ class Tag:
 
 @dataclasses.dataclass
 class AugmentedBatches:
-    """Grain's `batch_fn`: [(epoch, index, record)] -> (images [B, H, W, 3] uint8, targets)."""
+    """Grain's `batch_fn`: [(epoch, index, record)] -> (images [B, H, W, 3] uint8, targets),
+    and the indices with `with_index`; `augment` None: each picture whole (a plain read),
+    `cache` None: decoded from its record."""
 
     decode: DecodeExample
     augment: Augment | None

@@ -1,4 +1,8 @@
-"""The example index in the output, and multi-host evaluation's padding.
+"""Each host's share of the examples, the example index in the output, and multi-host
+evaluation's padding.
+
+Every read of the loader starts from `Share`: this host's examples (every
+`shard_count`-th from `shard_index`) in record order, each with its index in the split.
 
 With `with_index=True` every batch carries each example's index in the split (its
 position as read in record order, numbered before the hosts share the examples), so
@@ -53,12 +57,14 @@ def _zeros_like(tree):
     return np.zeros_like(np.asarray(tree))
 
 
-class PaddedShard:
-    """One host's examples in record order as (index, record), then (-1, None) up to
-    `length`; (index, None) for an example the cache already holds (it is not read)."""
+class Share:
+    """The pipeline's source: one host's examples in record order as (index, record),
+    then (-1, None) up to `length` where hosts are padded (None: no padding); (index,
+    None) for an example the picture store already holds (its record is not read)."""
 
-    def __init__(self, records: Any, indices: range, length: int, cache=None):
-        self.records, self.indices, self.length, self.cache = records, indices, length, cache
+    def __init__(self, records: Any, indices: range, length: int | None = None, cache=None):
+        self.records, self.indices, self.cache = records, indices, cache
+        self.length = len(indices) if length is None else length
 
     def __len__(self) -> int:
         return self.length
@@ -71,18 +77,3 @@ class PaddedShard:
         if self.cache is not None and self.cache.has(index):
             return index, None
         return index, self.records[index]
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeIndexed:
-    """(index, record) -> (image, target, index), a padding example for index -1."""
-
-    decode: DecodeExample
-    pad: Pad | None = None
-
-    def __call__(self, element: tuple[int, Any]):
-        index, record = element
-        if index < 0:
-            return self.pad.image, self.pad.target, np.int64(-1)
-        image, target = self.decode(record)
-        return image, target, np.int64(index)
