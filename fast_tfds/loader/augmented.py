@@ -56,7 +56,7 @@ class AugmentedBatches:
     cache: Store | None = None
     sizes: ProgressiveResize | None = None  # each epoch's size, else decode.image_size
     with_index: bool = False  # (images, targets, indices) batches
-    pad: Any = None  # `padding.Pad`: what an example of index -1 holds
+    pad_target: Any = None  # the targets of a padding example (index -1): `padding`
 
     def __call__(self, elements: Sequence[tuple[int, int, Any]]):
         epochs = {int(epoch) for epoch, _, _ in elements}
@@ -76,7 +76,7 @@ class AugmentedBatches:
         elif real:
             targets = self._serve_into(epoch, indices[:real], records, out[:real])
         if real < len(elements):
-            targets += [self.pad.target] * (len(elements) - real)
+            targets += [self.pad_target] * (len(elements) - real)
         if self.with_index:
             return out, stack(targets), indices
         return out, stack(targets)

@@ -18,7 +18,6 @@ image: the mask of real examples is `index >= 0`.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -27,28 +26,20 @@ from fast_tfds.core import shares
 from fast_tfds.loader.examples import DecodeExample
 
 
-def pads(options) -> bool:
-    """Whether these `LoaderOptions` pad each host's share."""
-    return options.shard_count > 1 and not options.shuffle and options.with_index
+def padded_share(num_examples: int, options) -> int | None:
+    """Examples per epoch on every host where these `LoaderOptions` pad each host's share
+    (several hosts, shuffle=False, with_index=True): the largest share in whole batches;
+    None where they do not."""
+    if options.shard_count == 1 or options.shuffle or not options.with_index:
+        return None
+    largest = -(-num_examples // options.shard_count)
+    return shares.padded_length(largest, options.batch_size, options.drop_remainder)
 
 
-def padded_share(num_examples: int, batch_size: int, drop_remainder: bool, hosts: int) -> int:
-    """Examples per epoch on every host: the largest share in whole batches."""
-    return shares.padded_length(-(-num_examples // hosts), batch_size, drop_remainder)
-
-
-@dataclasses.dataclass(frozen=True)
-class Pad:
-    """What a padding example holds: a zero image and zero targets, shaped as a real
-    example's (the host's first, decoded once)."""
-
-    image: np.ndarray
-    target: Any
-
-    @classmethod
-    def of(cls, source, decode: DecodeExample, first: int) -> Pad:
-        image, target = decode(source.records[first])
-        return cls(np.zeros_like(image), _zeros_like(target))
+def pad_target(source, decode: DecodeExample, first: int) -> Any:
+    """The targets of a padding example: zeros, shaped as a real example's (the host's
+    first, parsed once; its picture, zeros too, is the batch's)."""
+    return _zeros_like(decode.parse(source.records[first])[1])
 
 
 def _zeros_like(tree):

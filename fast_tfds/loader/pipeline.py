@@ -115,14 +115,8 @@ class FastLoader(grain.IterDataset):
         self.num_threads = options.num_threads or platform.available_cpus()
         self.cache = cached.make_cache(source, decode, options, persist_identity)
         # Multi-host evaluation: every host the same number of full batches.
-        self.padded = (
-            padding.padded_share(
-                len(source), options.batch_size, options.drop_remainder, options.shard_count
-            )
-            if padding.pads(options)
-            else None
-        )
-        pad = padding.Pad.of(source, decode, options.shard_index) if self.padded else None
+        self.padded = padding.padded_share(len(source), options)
+        pad = padding.pad_target(source, decode, options.shard_index) if self.padded else None
         schedule = options.image_size
         self.batches = augmented.AugmentedBatches(
             decode,
@@ -131,7 +125,7 @@ class FastLoader(grain.IterDataset):
             self.cache,
             schedule if isinstance(schedule, ProgressiveResize) else None,
             with_index=options.with_index,
-            pad=pad,
+            pad_target=pad,
         )
         self._epoch = self._one_epoch()
         if len(self._epoch) == 0:
