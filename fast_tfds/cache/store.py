@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,18 +135,35 @@ class Store:
             return np.int64(SERVE)
         return np.int64(FILL if streamed else FILL_THEN_SERVE)
 
-    def put(self, slot: int, jpeg: bytes, window: Window | None, values: Mapping[str, Any]) -> bool:
-        """Writes slot `slot` of a picture table, unless it is written: `values` into its
-        features, then `jpeg` (cut to `window`) decoded into its picture. Returns whether
-        it wrote."""
-        slot = int(slot)
-        if self.written.flags[slot]:
-            return False
+    def put_many(
+        self,
+        indices,
+        jpegs: Sequence[bytes | None],
+        windows: Sequence[Window | None],
+        values: Mapping[str, Sequence[Any]],
+        undecodable: Callable[[int, Exception], Exception],
+    ) -> np.ndarray:
+        """Writes examples `indices` of a picture table that are not written yet (the one
+        fill loop of both back ends): each one's `values` (one sequence per feature)
+        into its features, then its `jpegs` (cut to its `windows`) decoded into its
+        picture; a JPEG of None (a record not read: its slot was written) is passed
+        over. Returns their slots. A JPEG that does not decode raises
+        `undecodable(index, error)` (the readers' one line that names the example)."""
+        slots = self.slots(indices)
         features = self.features
-        for name, value in values.items():
-            features[name][slot] = value
-        self.pictures.fill(slot, jpeg, window)
-        return True
+        flags = self.written.flags
+        for i, slot in enumerate(slots):
+            slot = int(slot)
+            if jpegs[i] is None or flags[slot]:
+                continue
+            for name, column in values.items():
+                features[name][slot] = column[i]
+            try:
+                self.pictures.fill(slot, jpegs[i], windows[i])
+            except (OSError, ValueError) as err:
+                raise undecodable(indices[i], err) from None
+        self.when_filled()
+        return slots
 
     def write(self, slots, *columns) -> None:
         """Writes one block of examples of a table of fixed columns (one array per

@@ -1,4 +1,5 @@
-"""The loader's batches with `augment=` or `cache=True`: whole batches made at once.
+"""The loader's one batch function: whole batches made at once, for every read (a plain
+read is the identity augmentation, `augment=None`: each picture whole, resized).
 
 Each element carries its epoch and its example index (its position in the split as
 read), which Grain's index arithmetic gives exactly (`tag`): the dataset is indexed
@@ -45,7 +46,9 @@ class Tag:
 
 @dataclasses.dataclass
 class AugmentedBatches:
-    """Grain's `batch_fn`: [(epoch, index, record)] -> (images [B, H, W, 3] uint8, targets)."""
+    """Grain's `batch_fn`: [(epoch, index, record)] -> (images [B, H, W, 3] uint8, targets),
+    and the indices with `with_index`; `augment` None: each picture whole (a plain read),
+    `cache` None: decoded from its record."""
 
     decode: DecodeExample
     augment: Augment | None
@@ -53,7 +56,7 @@ class AugmentedBatches:
     cache: Store | None = None
     sizes: ProgressiveResize | None = None  # each epoch's size, else decode.image_size
     with_index: bool = False  # (images, targets, indices) batches
-    pad: Any = None  # `padding.Pad`: what an example of index -1 holds
+    pad_target: Any = None  # the targets of a padding example (index -1): `padding`
 
     def __call__(self, elements: Sequence[tuple[int, int, Any]]):
         epochs = {int(epoch) for epoch, _, _ in elements}
@@ -73,7 +76,7 @@ class AugmentedBatches:
         elif real:
             targets = self._serve_into(epoch, indices[:real], records, out[:real])
         if real < len(elements):
-            targets += [self.pad.target] * (len(elements) - real)
+            targets += [self.pad_target] * (len(elements) - real)
         if self.with_index:
             return out, stack(targets), indices
         return out, stack(targets)

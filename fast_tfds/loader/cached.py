@@ -4,7 +4,7 @@
 With `cache=True` the first time an example comes, its picture is decoded once into the
 shard's picture store (`fast_tfds.cache.store.Store`: at the cache resolution, aspect
 kept, within the hook's window; exactly the output size without a crop), with its
-target; from then on its record is not even read (`IndexedRecords`), and its batches
+target; from then on its record is not even read (`padding.Share`), and its batches
 are cut from the store by the serving step (`fast_tfds.augment.step`, as in the
 tf.data reader). With `persist=True` the store is a persistent file under the one key
 of every cache (`fast_tfds.cache.persisted`), which the tf.data reader shares; worker
@@ -13,11 +13,10 @@ processes only map a complete file (`served`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from absl import logging
 
+from fast_tfds.augment import step
 from fast_tfds.cache import disk_rows, persisted
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import store as stores
@@ -92,24 +91,6 @@ def _features(persist_identity: dict | None) -> dict[str, tuple]:
     return {"label": ((), np.int64)} if persist_identity is not None else {TARGET: ((), object)}
 
 
-class IndexedRecords:
-    """The split's records as (index, record) pairs; with a store, (index, None) for an
-    example whose picture and target the store already holds, which is not read."""
-
-    def __init__(self, records: Any, cache: stores.Store | None = None):
-        self.records = records
-        self.cache = cache
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> tuple[int, Any]:
-        index = int(index)
-        if self.cache is not None and self.cache.has(index):
-            return index, None
-        return index, self.records[index]
-
-
 # The feature that holds each slot's target where it is more than the label.
 TARGET = "target"
 
@@ -122,15 +103,10 @@ def _slot_of(shard_index: int, shard_count: int):
 def fill(cache: stores.Store, indices, records, decode: DecodeExample) -> np.ndarray:
     """Writes the examples `indices` that the store does not hold yet from their
     `records` (None for one it holds: not read); returns their slots."""
-    slots = cache.slots(indices)
+    parsed = [(None, None, None) if record is None else decode.parse(record) for record in records]
+    jpegs, values, windows = zip(*parsed, strict=True) if parsed else ((), (), ())
     name = TARGET if TARGET in cache.features else "label"
-    for slot, record in zip(slots, records, strict=True):
-        if record is None or cache.pictures.images.written[slot]:
-            continue
-        jpeg, target, window = decode.parse(record)
-        cache.put(slot, jpeg, window, {name: target})
-    cache.when_filled()
-    return slots
+    return cache.put_many(indices, jpegs, windows, {name: values}, step.decode_error)
 
 
 def targets(cache: stores.Store, slots) -> list:

@@ -1,4 +1,8 @@
-"""The example index in the output, and multi-host evaluation's padding.
+"""Each host's share of the examples, the example index in the output, and multi-host
+evaluation's padding.
+
+Every read of the loader starts from `Share`: this host's examples (every
+`shard_count`-th from `shard_index`) in record order, each with its index in the split.
 
 With `with_index=True` every batch carries each example's index in the split (its
 position as read in record order, numbered before the hosts share the examples), so
@@ -14,38 +18,28 @@ image: the mask of real examples is `index >= 0`.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
+from fast_tfds.core import shares
 from fast_tfds.loader.examples import DecodeExample
 
 
-def pads(options) -> bool:
-    """Whether these `LoaderOptions` pad each host's share."""
-    return options.shard_count > 1 and not options.shuffle and options.with_index
+def padded_share(num_examples: int, options) -> int | None:
+    """Examples per epoch on every host where these `LoaderOptions` pad each host's share
+    (several hosts, shuffle=False, with_index=True): the largest share in whole batches;
+    None where they do not."""
+    if options.shard_count == 1 or options.shuffle or not options.with_index:
+        return None
+    largest = -(-num_examples // options.shard_count)
+    return shares.padded_length(largest, options.batch_size, options.drop_remainder)
 
 
-def padded_share(num_examples: int, batch_size: int, drop_remainder: bool, hosts: int) -> int:
-    """Examples per epoch on every host: the largest share in whole batches."""
-    largest = -(-num_examples // hosts)
-    batches = largest // batch_size if drop_remainder else -(-largest // batch_size)
-    return batches * batch_size
-
-
-@dataclasses.dataclass(frozen=True)
-class Pad:
-    """What a padding example holds: a zero image and zero targets, shaped as a real
-    example's (the host's first, decoded once)."""
-
-    image: np.ndarray
-    target: Any
-
-    @classmethod
-    def of(cls, source, decode: DecodeExample, first: int) -> Pad:
-        image, target = decode(source.records[first])
-        return cls(np.zeros_like(image), _zeros_like(target))
+def pad_target(source, decode: DecodeExample, first: int) -> Any:
+    """The targets of a padding example: zeros, shaped as a real example's (the host's
+    first, parsed once; its picture, zeros too, is the batch's)."""
+    return _zeros_like(decode.parse(source.records[first])[1])
 
 
 def _zeros_like(tree):
@@ -54,12 +48,14 @@ def _zeros_like(tree):
     return np.zeros_like(np.asarray(tree))
 
 
-class PaddedShard:
-    """One host's examples in record order as (index, record), then (-1, None) up to
-    `length`; (index, None) for an example the cache already holds (it is not read)."""
+class Share:
+    """The pipeline's source: one host's examples in record order as (index, record),
+    then (-1, None) up to `length` where hosts are padded (None: no padding); (index,
+    None) for an example the picture store already holds (its record is not read)."""
 
-    def __init__(self, records: Any, indices: range, length: int, cache=None):
-        self.records, self.indices, self.length, self.cache = records, indices, length, cache
+    def __init__(self, records: Any, indices: range, length: int | None = None, cache=None):
+        self.records, self.indices, self.cache = records, indices, cache
+        self.length = len(indices) if length is None else length
 
     def __len__(self) -> int:
         return self.length
@@ -72,18 +68,3 @@ class PaddedShard:
         if self.cache is not None and self.cache.has(index):
             return index, None
         return index, self.records[index]
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeIndexed:
-    """(index, record) -> (image, target, index), a padding example for index -1."""
-
-    decode: DecodeExample
-    pad: Pad | None = None
-
-    def __call__(self, element: tuple[int, Any]):
-        index, record = element
-        if index < 0:
-            return self.pad.image, self.pad.target, np.int64(-1)
-        image, target = self.decode(record)
-        return image, target, np.int64(index)

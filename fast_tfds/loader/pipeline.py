@@ -3,7 +3,7 @@
 One epoch of this process's shard is a Grain `MapDataset`, a pure function of the
 batch index:
 
-    records[shard_index::shard_count] -> shuffle(seed) -> decode -> batch
+    records[shard_index::shard_count], tagged -> shuffle(seed) -> batch (decoded, augmented)
 
 Grain's shuffle (its order, each epoch's permutation made at once: `shuffle`)
 permutes the whole shard (no buffer) with a new seed every epoch, and its
@@ -13,10 +13,10 @@ iterator's state is therefore just its position: resuming slices the dataset
 there and gives exactly the rest of the epoch, whatever the number of threads
 or workers.
 
-With `augment=` or `cache=True`, records are tagged with their epoch and example
-index before the shard is taken and shuffled, and whole batches are made by
-`augmented.AugmentedBatches` (Grain's `batch_fn`): windows drawn from
-(seed, epoch, example), pictures decoded or cut from the picture store (`cached`).
+Every read has that one shape: the shard's records are tagged with their epoch and
+example index (numbered in the split), and whole batches are made by `augmented.AugmentedBatches`
+(Grain's `batch_fn`): windows drawn from (seed, epoch, example), pictures decoded or
+cut from the picture store (`cached`); a plain read is the identity augmentation.
 
 The epoch an `iter()` starts at is the loader's `pass_clock`'s (`fast_tfds.core.passes`):
 the number of passes completed, a pass being complete when its last batch has been
@@ -115,27 +115,19 @@ class FastLoader(grain.IterDataset):
         self.num_threads = options.num_threads or platform.available_cpus()
         self.cache = cached.make_cache(source, decode, options, persist_identity)
         # Multi-host evaluation: every host the same number of full batches.
-        self.padded = (
-            padding.padded_share(
-                len(source), options.batch_size, options.drop_remainder, options.shard_count
-            )
-            if padding.pads(options)
-            else None
+        self.padded = padding.padded_share(len(source), options)
+        pad = padding.pad_target(source, decode, options.shard_index) if self.padded else None
+        schedule = options.image_size
+        self.batches = augmented.AugmentedBatches(
+            decode,
+            options.augment,
+            self.seed,
+            self.cache,
+            schedule if isinstance(schedule, ProgressiveResize) else None,
+            with_index=options.with_index,
+            pad_target=pad,
         )
-        pad = padding.Pad.of(source, decode, options.shard_index) if self.padded else None
-        self.batches = None
-        if options.augment is not None or self.cache is not None:
-            schedule = options.image_size
-            self.batches = augmented.AugmentedBatches(
-                decode,
-                options.augment,
-                self.seed,
-                self.cache,
-                schedule if isinstance(schedule, ProgressiveResize) else None,
-                with_index=options.with_index,
-                pad=pad,
-            )
-        self._epoch = self._one_epoch(pad)
+        self._epoch = self._one_epoch()
         if len(self._epoch) == 0:
             raise ValueError(
                 f"batch_size={options.batch_size}: with drop_remainder it leaves no batch of "
@@ -143,44 +135,26 @@ class FastLoader(grain.IterDataset):
             )
         self.pass_clock = PassClock(len(self._epoch), endless=options.num_epochs is None)
 
-    def _one_epoch(self, pad: padding.Pad | None) -> grain.MapDataset:
+    def _one_epoch(self) -> grain.MapDataset:
+        """One shape for every read: this host's share in record order (then padding, index
+        -1, where hosts are padded), each element tagged with its epoch and example index,
+        shuffled, then batches made whole by the one batch function (`augmented`): decoded
+        or cut from the picture store, augmented or not (a plain read is the identity)."""
         options = self.options
-        tagged = self.batches is not None or options.with_index
-        if not tagged:
-            ds = grain.MapDataset.source(self.source.records)
-        elif self.padded is not None:
-            # This host's examples in record order, then padding (index -1) to the
-            # length every host has; a source of its own, so nothing is sliced.
-            share = padding.PaddedShard(
-                self.source.records,
-                range(options.shard_index, len(self.source), options.shard_count),
-                self.padded,
-                self.cache,
-            )
-            ds = grain.MapDataset.source(share)
-        else:
-            ds = grain.MapDataset.source(cached.IndexedRecords(self.source.records, self.cache))
-        if self.batches is not None:
-            # Each element tagged with its epoch and example index (see `augmented`);
-            # the padded share is one host's epoch already.
-            per_epoch = len(self.source) if self.padded is None else self.padded
-            ds = ds.map_with_index(augmented.Tag(per_epoch))
-        if self.padded is None:
-            ds = ds[options.shard_index :: options.shard_count]
+        share = padding.Share(
+            self.source.records,
+            range(options.shard_index, len(self.source), options.shard_count),
+            self.padded,
+            self.cache,
+        )
+        ds = grain.MapDataset.source(share).map_with_index(augmented.Tag(len(share)))
         if options.shuffle:
             # Grain's order, each epoch's permutation made at once (`shuffle`).
             # Grain's shuffle takes 32 bits; a seed below 2**32 is taken as it is.
             ds = shuffle.EpochShuffle(ds, seed=self.seed % SEED_LIMIT)
-        if self.batches is not None:
-            return ds.batch(
-                options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches
-            )
-        if tagged:
-            return ds.map(padding.DecodeIndexed(self.decode, pad)).batch(
-                options.batch_size, drop_remainder=options.drop_remainder
-            )
-        ds = ds.map(self.decode)
-        return ds.batch(options.batch_size, drop_remainder=options.drop_remainder)
+        return ds.batch(
+            options.batch_size, drop_remainder=options.drop_remainder, batch_fn=self.batches
+        )
 
     @property
     def cache_bytes(self) -> int:

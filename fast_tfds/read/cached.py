@@ -373,15 +373,9 @@ class StoreReads:
     def put(self, indices, jpegs, boxes, *features) -> np.ndarray:
         """Writes the block's examples that the store does not hold yet; returns their
         slots."""
-        slots = self.store.slots(indices)
-        for i, slot in enumerate(slots):
-            values = {key: column[i] for key, column in zip(self.keys, features, strict=True)}
-            try:
-                self.store.put(slot, jpegs[i], _fixed_window(boxes[i]), values)
-            except (OSError, ValueError) as err:
-                raise step.decode_error(indices[i], err) from None
-        self.store.when_filled()
-        return slots
+        windows = [_fixed_window(box) for box in boxes]
+        values = dict(zip(self.keys, features, strict=True))
+        return self.store.put_many(indices, jpegs, windows, values, step.decode_error)
 
     def read_ahead(self, slots) -> None:
         self.store.read_ahead(slots)

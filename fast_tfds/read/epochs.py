@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from fast_tfds.core import shares
 from fast_tfds.core.passes import PassClock
 from fast_tfds.read import exit_iterators, records
 from fast_tfds.read.output import INDEX_KEY
@@ -143,10 +144,10 @@ def batches_per_epoch(reading: Reading) -> int:
     """Elements (batches, or examples) one pass yields."""
     batching = reading.batching
     examples = reading.num_examples
-    if reading.padded_examples is not None:
-        examples = reading.padded_examples
-        if batching.batch_size is not None:  # Every batch full: the last one padded too.
-            return -(-examples // batching.batch_size)
+    if reading.padded_examples is not None:  # Every batch full: the last one padded too.
+        examples = shares.padded_length(
+            reading.padded_examples, batching.batch_size, batching.drop_remainder
+        )
     return records.batches_per_epoch(examples, batching.batch_size, batching.drop_remainder)
 
 
