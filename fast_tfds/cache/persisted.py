@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, fingerprint, persistent, placement
+from fast_tfds.cache import fingerprint, persistent, placement
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
@@ -169,15 +169,15 @@ def key(
 
 @dataclasses.dataclass
 class Stored:
-    """A picture store's persistent file: its `backing` (a `persistent.ServedFile`, every
-    column written: `filled`; or a `persistent.FileFill` being filled) and the reference
-    sizes per slot its layout is made from."""
+    """A cache's persistent file: its `backing` (a `persistent.ServedFile`, every column
+    written: `filled`; or a `persistent.FileFill` being filled) and, of a picture store, the
+    reference sizes per slot its layout is made from (None for the arena's rows)."""
 
     backing: Backing
-    heights: np.ndarray
-    widths: np.ndarray
     filled: bool
     path: Path
+    heights: np.ndarray | None = None
+    widths: np.ndarray | None = None
 
 
 def open_pictures(
@@ -197,7 +197,7 @@ def open_pictures(
     or nested targets, shards not local, another process filling, a read-only folder).
 
     `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
-    `folder` None: the default cache folder (`disk_rows.default_folder`).
+    `folder` None: the default cache folder (`persistent.open_or_plan`).
     """
     if origin.hook is None:
         logging.warning(
@@ -230,14 +230,12 @@ def open_pictures(
         planned.update(heights=heights, widths=widths)
         return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
 
-    folder = disk_rows.default_folder() if folder is None else folder
-    names = _file_names(features)
-    opened = persistent.open_or_plan(folder, made, plan, what=what, names=names)
+    opened = persistent.open_or_plan(folder, made, plan, what=what, names=_file_names(features))
     if opened.rows is not None:
         return _served(opened.rows, features, opened.path)
     if opened.fill is None:
         return None
-    return Stored(opened.fill, planned["heights"], planned["widths"], False, opened.path)
+    return Stored(opened.fill, False, opened.path, planned["heights"], planned["widths"])
 
 
 def serve_pictures(
@@ -267,7 +265,7 @@ def serve_pictures(
 
 def _served(rows, features, path) -> Stored:
     backing = persistent.ServedFile(rows, _file_names(features))
-    return Stored(backing, rows[HEIGHTS], rows[WIDTHS], True, path)
+    return Stored(backing, True, path, rows[HEIGHTS], rows[WIDTHS])
 
 
 def _file_names(features) -> dict[str, str]:
@@ -276,17 +274,6 @@ def _file_names(features) -> dict[str, str]:
 
 
 # -- the arena's rows in the same file ---------------------------------------------
-
-
-@dataclasses.dataclass
-class Rows:
-    """Where a fixed-row cache (the tf.data reader's arena) gets its rows from its
-    persistent file: its `backing`, the file's rows to serve (`filled`) or a new file to
-    fill."""
-
-    backing: Backing
-    filled: bool
-    path: Path
 
 
 def open_rows(
@@ -299,7 +286,7 @@ def open_rows(
     budget: int | None,
     what: str,
     decoder: str | None = None,
-) -> Rows | None:
+) -> Stored | None:
     """The rows of an arena of examples of `slot_examples` (decoded elsewhere: a
     transform, the tf.data service), each column of `features` ({name: (shape,
     dtype)}) a kept feature of the one kind of file, keyed with pictures=False. None
@@ -313,13 +300,19 @@ def open_rows(
     columns = _feature_columns(features)
     over = not placement.fits_in_memory(n * _row_bytes(features), budget)
     opened = persistent.open_or_plan(
-        disk_rows.default_folder() if folder is None else folder,
+        folder,
         made,
         lambda: (n, columns, over),
         what=what,
-        names=_file_names(features),
+        names=(names := _file_names(features)),
     )
-    return _rows(opened, features, over)
+    if opened.rows is not None:
+        if any(name not in opened.rows for name in names.values()):
+            return None  # The key names the layout; a mismatch is a damaged file.
+        return Stored(
+            persistent.ServedFile(opened.rows, names, reads_ahead=over), True, opened.path
+        )
+    return None if opened.fill is None else Stored(opened.fill, False, opened.path)
 
 
 def _row_bytes(features: dict[str, tuple]) -> int:
@@ -341,14 +334,3 @@ def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple
         WIDTHS: ((), np.int64),
         **_feature_columns(features),
     }
-
-
-def _rows(opened, kept, over) -> Rows | None:
-    names = _file_names(kept)
-    if opened.rows is not None:
-        if any(name not in opened.rows for name in names.values()):
-            return None  # The key names the layout; a mismatch is a damaged file.
-        return Rows(persistent.ServedFile(opened.rows, names, reads_ahead=over), True, opened.path)
-    if opened.fill is None:
-        return None
-    return Rows(opened.fill, False, opened.path)

@@ -75,8 +75,8 @@ def test_a_filled_file_is_served_with_the_rows_written(
     if not posix_fallocate:  # As on macOS: core.platform's fallback reserves the file.
         monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
-    kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
-    assert type(opened.fill) is kind
+    assert type(opened.fill) is persistent.FileFill
+    assert opened.fill.reads_ahead is read_ahead
     assert opened.fill.persisted and opened.path.exists()
     got = served(tmp_path)
     assert got is not None
