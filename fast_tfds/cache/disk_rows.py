@@ -103,7 +103,7 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
             stat = path.stat()
         except FileNotFoundError:
             continue
-        held = housekeeping.RUNNING if is_locked(path) else None
+        held = housekeeping.RUNNING if housekeeping.is_locked(path) else None
         found.append(
             housekeeping.Entry(
                 where=str(path),
@@ -121,22 +121,6 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
 
 
 ROWS = housekeeping.Kind("memory-cache file", _entries)
-
-
-def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
-    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
-    exclusive lock, or with `readers_too` a shared one as well."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
-        return False
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _remove(path: Path, fd: int) -> None:

@@ -199,25 +199,7 @@ def open_pictures(
     `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
     `folder` None: the default cache folder (`persistent.open_or_plan`).
     """
-    if origin.hook is None:
-        logging.warning(
-            "fast_tfds: persist=True: the targets of %s are more than the label, which a "
-            "persistent cache does not keep: caching %s in memory for this run only.",
-            what,
-            what,
-        )
-        return None
-    reason = not_kept(features)
-    if reason is not None:
-        logging.warning(
-            "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
-            "persistent cache: cached in memory for this run only (as_supervised=True "
-            "keeps only the label).",
-            reason,
-            what,
-        )
-        return None
-    made = key(origin, slot_examples, output_size, shorter_side, features)
+    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features, what)
     if made is None:
         return None
     n = len(np.asarray(slot_examples).reshape(-1))
@@ -249,18 +231,40 @@ def serve_pictures(
 ) -> tuple[Stored | None, str]:
     """The cache of `slot_examples` from its complete persistent file, never a fill (for a
     process that only reads): (stored, ""), or (None, why not, in a few words)."""
-    if origin.hook is None:
-        return None, "cannot hold targets beyond the label"
-    reason = not_kept(features)
-    if reason is not None:
-        return None, f"cannot hold these features ({reason})"
-    made = key(origin, slot_examples, output_size, shorter_side, features)
+    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features)
     if made is None:
-        return None, "cannot be keyed (the shard files are not local)"
+        return None, why
     rows, why = persistent.open_served(folder, made)
     if rows is None:
         return None, f"{persistent.file_name(made)} {why}"
     return _served(rows, features, Path(folder) / persistent.file_name(made)), ""
+
+
+def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None):
+    """(the key of a picture store's file, "") or (None, why not, in a few words); with
+    `what` (a read that would fill the file), why not is also said in one log line."""
+    if origin.hook is None:
+        if what is not None:
+            logging.warning(
+                "fast_tfds: persist=True: the targets of %s are more than the label, which a "
+                "persistent cache does not keep: caching %s in memory for this run only.",
+                what,
+                what,
+            )
+        return None, "cannot hold targets beyond the label"
+    reason = not_kept(features)
+    if reason is not None:
+        if what is not None:
+            logging.warning(
+                "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
+                "persistent cache: cached in memory for this run only (as_supervised=True "
+                "keeps only the label).",
+                reason,
+                what,
+            )
+        return None, f"cannot hold these features ({reason})"
+    made = key(origin, slot_examples, output_size, shorter_side, features)
+    return made, "" if made is not None else "cannot be keyed (the shard files are not local)"
 
 
 def _served(rows, features, path) -> Stored:

@@ -35,6 +35,7 @@ No TensorFlow: the Grain loader can use the same files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -63,13 +64,16 @@ from fast_tfds.cache.memory import (
     read_randomly,
 )
 from fast_tfds.cache.persistent_format import (
+    PERSISTENT,
+    SUFFIX,
+    TEMP_MARK,
     BadFile,
     Layout,
     add,
     column_checksum,
+    lock_path,
     read_header,
 )
-from fast_tfds.cache.persistent_listing import PERSISTENT, SUFFIX, TEMP_MARK, lock_path
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -146,7 +150,7 @@ def open_or_plan(
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _read_pid(lock_fd)
+        holder = housekeeping.lock_record(lock_path(path)).get("pid", "?")
         os.close(lock_fd)
         logging.warning(
             "fast_tfds: persist=True: another process (pid %s) is writing the persistent "
@@ -505,27 +509,15 @@ def _abandon(held: _Held) -> None:
 
 
 def _close_fd(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass
 
 
 def _fsync_folder(folder: Path) -> None:
-    try:
+    """Makes the rename durable; a folder that cannot be synced is left as it is."""
+    with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _read_pid(fd: int) -> str:
-    try:
-        return str(json.loads(os.pread(fd, 256, 0)).get("pid", "?"))
-    except (OSError, ValueError, AttributeError):
-        return "?"
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
