@@ -15,9 +15,10 @@
   MemAvailable), `placement` puts the rows in memory when they fit that budget and
   otherwise in `disk_rows`, a memory-mapped file on disk.
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
-  plain or augmented, of both back ends; `persistent` opens, fills and checks such a
-  file (`persistent_format`), which later and concurrent processes map and serve from
-  their first epoch; `persistent_listing` finds and removes such files.
+  plain or augmented, of both back ends; `persistent` opens or fills such a file, which
+  later and concurrent processes map and serve from their first epoch;
+  `persistent_format` is the file itself: its checked header, its names, and finding and
+  removing such files.
 - `fingerprint`: what identifies a build's shard files in every cache's key or name, and
   whether they changed since (a stale cache); `remote.object_stores` gives it the
   fingerprints of shards in a bucket, from the objects' metadata.
@@ -27,9 +28,9 @@
   loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
-  (`tf_file_key`), and its files found and removed (`tf_file_listing`).
+  (`tf_file_cache.cache_prefix`), and its files found and removed (`tf_file_listing`).
 - `housekeeping`: what `fast-tfds cache list|clean` shows and removes: one entry type that
-  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_listing`),
+  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_format`),
   found by one `find`, removed by one rule.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fast_tfds.cache import housekeeping
+from fast_tfds.cache.memory import read_randomly, region_of
 
 PREFIX = "arena-"
 SUFFIX = ".rows"
@@ -78,54 +79,17 @@ def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarra
 
 
 def write_back(array: np.ndarray) -> None:
-    """Writes the rows of an `allocate`d array to its file now (msync), once filled.
+    """Writes the rows of an `allocate`d array to its file now (msync), once filled, and
+    reads them randomly from now on (`memory.read_randomly`).
 
     Under a memory limit the kernel must free page cache to make room; pages already
     written back are dropped at once, while dirty ones would be written out one by
     one inside that reclaim, stalling every reader that waits for memory.
     """
-    region = _region(array)
+    region = region_of(array)
     if region is not None:
         region.flush()
-        if hasattr(mmap, "MADV_RANDOM"):
-            # From now on rows are read in a random order: without this, each page
-            # fault reads the device's whole read-ahead window around it, which a
-            # memory limit then evicts before it is used (docs/design.md, "Where the
-            # cache lives"). `read_ahead` asks for the rows instead.
-            region.madvise(mmap.MADV_RANDOM)
-
-
-def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
-    """Asks the kernel to start reading byte spans of a column of a mapped file (offsets
-    into `array`, and lengths): the rows, or the pictures, a served epoch gathers next.
-
-    A served epoch gathers rows in a random order; those the page cache no longer
-    holds would each be read when the gather faults on them, one at a time. Asked
-    for a few batches ahead (MADV_WILLNEED), they are read in the background, many
-    at once, while the batches before them are gathered. `array` may be any column
-    of the mapping (a persistent file's columns lie at their own offsets).
-    """
-    region = _region(array)
-    if region is None or not hasattr(mmap, "MADV_WILLNEED"):
-        return
-    offset = array.ctypes.data - np.frombuffer(region, np.uint8, count=1).ctypes.data
-    for start, length in zip(
-        np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
-    ):
-        start += offset
-        aligned = start - start % mmap.PAGESIZE
-        region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
-
-
-def _region(array: np.ndarray) -> mmap.mmap | None:
-    """The mapping an array over a file views (an `allocate`d one, or a persistent file's
-    column), or None."""
-    base = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if isinstance(base, memoryview):  # What np.frombuffer keeps of the mapping.
-        base = base.obj
-    return base if isinstance(base, mmap.mmap) else None
+        read_randomly(region)
 
 
 def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
@@ -139,7 +103,7 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
             stat = path.stat()
         except FileNotFoundError:
             continue
-        held = housekeeping.RUNNING if is_locked(path) else None
+        held = housekeeping.RUNNING if housekeeping.is_locked(path) else None
         found.append(
             housekeeping.Entry(
                 where=str(path),
@@ -157,22 +121,6 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
 
 
 ROWS = housekeeping.Kind("memory-cache file", _entries)
-
-
-def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
-    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
-    exclusive lock, or with `readers_too` a shared one as well."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
-        return False
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _remove(path: Path, fd: int) -> None:

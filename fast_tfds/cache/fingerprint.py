@@ -8,7 +8,7 @@ it is never served for other data:
 
 - a persistent cache's key holds the fingerprints of every file of its split
   (`persisted.key`, which names the file on disk);
-- a file cache's name digests each shard's size and modification time (`tf_file_key`:
+- a file cache's name digests each shard's size and modification time (`tf_file_cache.cache_prefix`:
   a local shard's from its fingerprint; an object in a bucket's as TensorFlow's client,
   which reads it, sees it, so that names made before stay), and its lock file records its
   local shards' fingerprints (`tf_file_listing`);

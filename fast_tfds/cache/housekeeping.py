@@ -5,17 +5,20 @@ what `clean` removes (`why_remove`).
 Three kinds of caches have files on disk, each described by the module that knows its
 files: the file caches of `cache=PATH` (`tf_file_listing.FILE_CACHES`), the rows of a
 memory cache larger than the memory budget (`disk_rows.ROWS`), and the persistent caches
-of `persist=True` (`persistent_listing.PERSISTENT`). A cache that a running process holds
+of `persist=True` (`persistent_format.PERSISTENT`). A cache that a running process holds
 is never removed (its OS lock says so). Plain files, no TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 # Who holds a cache whose lock names no process: a process maps it, or fills it.
 RUNNING = "a running process"
@@ -88,6 +91,59 @@ def remove_leftovers(folder: str | os.PathLike, kind: Kind) -> list[str]:
         for entry in find(folder, kind)
         if not entry.in_use and entry.spent in (UNFINISHED, LEFT) and entry.remove() is None
     ]
+
+
+def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
+    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
+    exclusive lock, or with `readers_too` a shared one as well."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
+        return False
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def lock_record(path: str | os.PathLike) -> dict:
+    """What a cache's lock file says of its holder and contents (JSON: at least its "pid");
+    {} where it says nothing readable."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return {}
+    try:
+        record = json.loads(data)
+    except ValueError:  # Before the JSON content: the pid alone.
+        pid = data.strip().decode(errors="replace")
+        return {"pid": pid} if pid else {}
+    return record if isinstance(record, dict) else {}
+
+
+def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathLike]) -> str | None:
+    """Removes `files` unless a running process holds `lock` (shared or exclusive): then
+    why they are kept. The exclusive lock is taken first and held while removing (put the
+    lock file itself last), so a process that opens the cache meanwhile waits and then
+    finds it gone, or finds it held and does without it."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for path in files:
+            Path(path).unlink(missing_ok=True)
+    except BlockingIOError:
+        return f"in use by {RUNNING}"
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return None
 
 
 def size_text(n: int) -> str:

@@ -26,6 +26,9 @@ class Backing(abc.ABC):
     written, and while serving asks `read_ahead` for what it gathers next if `reads_ahead`.
     """
 
+    # Whether served epochs should ask for their rows ahead (rows on disk).
+    reads_ahead: bool = False
+
     @abc.abstractmethod
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
         """The arrays for `wanted` (zero-initialised, or the rows of a complete file)."""
@@ -36,31 +39,21 @@ class Backing(abc.ABC):
         written back, a persistent file is written out; `replace` may later be called to
         serve the same rows from elsewhere."""
 
-    @property
-    @abc.abstractmethod
-    def reads_ahead(self) -> bool:
-        """Whether served epochs should ask for their rows ahead (rows on disk)."""
-
-    @abc.abstractmethod
     def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
         """Asks for the byte spans (`starts`, `lengths`: offsets into `array`) of a column,
-        a few batches before a served epoch gathers them."""
+        a few batches before a served epoch gathers them: on a mapped file, the kernel
+        reads them in the background (`read_ahead_spans`); memory has nothing to read."""
+        if self.reads_ahead:
+            read_ahead_spans(array, starts, lengths)
 
 
 class InMemory(Backing):
     """Anonymous memory: nothing to do once filled, nothing to read ahead."""
 
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
-        return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
+        return in_memory(wanted)
 
     def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
-        pass
-
-    @property
-    def reads_ahead(self) -> bool:
-        return False
-
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
         pass
 
 
@@ -83,6 +76,61 @@ def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     )
     return np.frombuffer(region, dtype, count=count).reshape(shape)
+
+
+def in_memory(wanted: Wanted) -> dict[str, np.ndarray]:
+    """`allocate_in_memory` for each column `wanted`."""
+    return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
+
+
+def bytes_text(n: int) -> str:
+    """`n` bytes in GiB, or MiB below one GiB, for log lines and errors."""
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+# -- a column over a mapped file -----------------------------------------------------
+
+
+def region_of(array: np.ndarray) -> mmap.mmap | None:
+    """The mapping an array over a file views (rows on disk, or a persistent file's
+    column), or None."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # What np.frombuffer keeps of the mapping.
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def read_randomly(region: mmap.mmap) -> None:
+    """From now on rows are read in a random order: without this, each page fault reads
+    the device's whole read-ahead window around it, which a memory limit then evicts
+    before it is used (docs/design.md, "Where the cache lives"). `read_ahead_spans` asks
+    for the rows instead."""
+    if hasattr(mmap, "MADV_RANDOM"):
+        region.madvise(mmap.MADV_RANDOM)
+
+
+def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
+    """Asks the kernel to start reading byte spans of a column of a mapped file (offsets
+    into `array`, and lengths): the rows, or the pictures, a served epoch gathers next.
+
+    A served epoch gathers rows in a random order; those the page cache no longer
+    holds would each be read when the gather faults on them, one at a time. Asked
+    for a few batches ahead (MADV_WILLNEED), they are read in the background, many
+    at once, while the batches before them are gathered. `array` may be any column
+    of the mapping (a persistent file's columns lie at their own offsets).
+    """
+    region = region_of(array)
+    if region is None or not hasattr(mmap, "MADV_WILLNEED"):
+        return
+    offset = array.ctypes.data - np.frombuffer(region, np.uint8, count=1).ctypes.data
+    for start, length in zip(
+        np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
+    ):
+        start += offset
+        aligned = start - start % mmap.PAGESIZE
+        region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
 
 
 # -- backing the rows before they are written ----------------------------------------

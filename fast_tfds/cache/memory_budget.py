@@ -26,9 +26,6 @@ class MemoryBudget:
     bytes: int
     source: str
 
-    def fits(self, need: int) -> bool:
-        return need <= self.bytes
-
 
 def available_memory(
     cache_budget: int | None = None,
@@ -66,11 +63,9 @@ def _cgroup_headroom(proc: Path, root: Path) -> MemoryBudget | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # cgroup v2: one unified hierarchy.
-            levels = _levels(root, path)
-            found = [_v2_level(level) for level in levels]
+            found = [_level(level, *_V2) for level in _levels(root, path)]
         elif "memory" in controllers.split(","):
-            levels = _levels(root / "memory", path)
-            found = [_v1_level(level) for level in levels]
+            found = [_level(level, *_V1) for level in _levels(root / "memory", path)]
         else:
             continue
         for headroom in filter(None, found):
@@ -93,19 +88,17 @@ def _levels(mount: Path, path: str) -> list[Path]:
     return levels
 
 
-def _v2_level(folder: Path) -> MemoryBudget | None:
-    limit = _read(folder / "memory.max")
-    if limit is None or limit == "max":
-        return None
-    used = _working_set(_read(folder / "memory.current"), folder, "inactive_file")
-    return MemoryBudget(max(0, int(limit) - used), f"the memory limit of cgroup {folder}")
+# The files of a level's limit and usage, and the page cache the kernel drops first.
+_V2 = ("memory.max", "memory.current", "inactive_file")
+_V1 = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
 
 
-def _v1_level(folder: Path) -> MemoryBudget | None:
-    limit = _read(folder / "memory.limit_in_bytes")
-    if limit is None or int(limit) >= _V1_UNLIMITED:
+def _level(folder: Path, limit_file: str, usage_file: str, inactive_key: str):
+    """The headroom of one cgroup level (v1 or v2, by its files), or None: no limit."""
+    limit = _read(folder / limit_file)
+    if limit is None or limit == "max" or int(limit) >= _V1_UNLIMITED:
         return None
-    used = _working_set(_read(folder / "memory.usage_in_bytes"), folder, "total_inactive_file")
+    used = _working_set(_read(folder / usage_file), folder, inactive_key)
     return MemoryBudget(max(0, int(limit) - used), f"the memory limit of cgroup {folder}")
 
 

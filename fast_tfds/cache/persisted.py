@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, fingerprint, persistent, placement
+from fast_tfds.cache import fingerprint, persistent, placement
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
@@ -169,15 +169,15 @@ def key(
 
 @dataclasses.dataclass
 class Stored:
-    """A picture store's persistent file: its `backing` (a `persistent.ServedFile`, every
-    column written: `filled`; or a `persistent.FileFill` being filled) and the reference
-    sizes per slot its layout is made from."""
+    """A cache's persistent file: its `backing` (a `persistent.ServedFile`, every column
+    written: `filled`; or a `persistent.FileFill` being filled) and, of a picture store, the
+    reference sizes per slot its layout is made from (None for the arena's rows)."""
 
     backing: Backing
-    heights: np.ndarray
-    widths: np.ndarray
     filled: bool
     path: Path
+    heights: np.ndarray | None = None
+    widths: np.ndarray | None = None
 
 
 def open_pictures(
@@ -197,27 +197,9 @@ def open_pictures(
     or nested targets, shards not local, another process filling, a read-only folder).
 
     `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
-    `folder` None: the default cache folder (`disk_rows.default_folder`).
+    `folder` None: the default cache folder (`persistent.open_or_plan`).
     """
-    if origin.hook is None:
-        logging.warning(
-            "fast_tfds: persist=True: the targets of %s are more than the label, which a "
-            "persistent cache does not keep: caching %s in memory for this run only.",
-            what,
-            what,
-        )
-        return None
-    reason = not_kept(features)
-    if reason is not None:
-        logging.warning(
-            "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
-            "persistent cache: cached in memory for this run only (as_supervised=True "
-            "keeps only the label).",
-            reason,
-            what,
-        )
-        return None
-    made = key(origin, slot_examples, output_size, shorter_side, features)
+    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features, what)
     if made is None:
         return None
     n = len(np.asarray(slot_examples).reshape(-1))
@@ -230,14 +212,12 @@ def open_pictures(
         planned.update(heights=heights, widths=widths)
         return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
 
-    folder = disk_rows.default_folder() if folder is None else folder
-    names = _file_names(features)
-    opened = persistent.open_or_plan(folder, made, plan, what=what, names=names)
+    opened = persistent.open_or_plan(folder, made, plan, what=what, names=_file_names(features))
     if opened.rows is not None:
         return _served(opened.rows, features, opened.path)
     if opened.fill is None:
         return None
-    return Stored(opened.fill, planned["heights"], planned["widths"], False, opened.path)
+    return Stored(opened.fill, False, opened.path, planned["heights"], planned["widths"])
 
 
 def serve_pictures(
@@ -251,23 +231,45 @@ def serve_pictures(
 ) -> tuple[Stored | None, str]:
     """The cache of `slot_examples` from its complete persistent file, never a fill (for a
     process that only reads): (stored, ""), or (None, why not, in a few words)."""
-    if origin.hook is None:
-        return None, "cannot hold targets beyond the label"
-    reason = not_kept(features)
-    if reason is not None:
-        return None, f"cannot hold these features ({reason})"
-    made = key(origin, slot_examples, output_size, shorter_side, features)
+    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features)
     if made is None:
-        return None, "cannot be keyed (the shard files are not local)"
+        return None, why
     rows, why = persistent.open_served(folder, made)
     if rows is None:
         return None, f"{persistent.file_name(made)} {why}"
     return _served(rows, features, Path(folder) / persistent.file_name(made)), ""
 
 
+def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None):
+    """(the key of a picture store's file, "") or (None, why not, in a few words); with
+    `what` (a read that would fill the file), why not is also said in one log line."""
+    if origin.hook is None:
+        if what is not None:
+            logging.warning(
+                "fast_tfds: persist=True: the targets of %s are more than the label, which a "
+                "persistent cache does not keep: caching %s in memory for this run only.",
+                what,
+                what,
+            )
+        return None, "cannot hold targets beyond the label"
+    reason = not_kept(features)
+    if reason is not None:
+        if what is not None:
+            logging.warning(
+                "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
+                "persistent cache: cached in memory for this run only (as_supervised=True "
+                "keeps only the label).",
+                reason,
+                what,
+            )
+        return None, f"cannot hold these features ({reason})"
+    made = key(origin, slot_examples, output_size, shorter_side, features)
+    return made, "" if made is not None else "cannot be keyed (the shard files are not local)"
+
+
 def _served(rows, features, path) -> Stored:
     backing = persistent.ServedFile(rows, _file_names(features))
-    return Stored(backing, rows[HEIGHTS], rows[WIDTHS], True, path)
+    return Stored(backing, True, path, rows[HEIGHTS], rows[WIDTHS])
 
 
 def _file_names(features) -> dict[str, str]:
@@ -276,17 +278,6 @@ def _file_names(features) -> dict[str, str]:
 
 
 # -- the arena's rows in the same file ---------------------------------------------
-
-
-@dataclasses.dataclass
-class Rows:
-    """Where a fixed-row cache (the tf.data reader's arena) gets its rows from its
-    persistent file: its `backing`, the file's rows to serve (`filled`) or a new file to
-    fill."""
-
-    backing: Backing
-    filled: bool
-    path: Path
 
 
 def open_rows(
@@ -299,7 +290,7 @@ def open_rows(
     budget: int | None,
     what: str,
     decoder: str | None = None,
-) -> Rows | None:
+) -> Stored | None:
     """The rows of an arena of examples of `slot_examples` (decoded elsewhere: a
     transform, the tf.data service), each column of `features` ({name: (shape,
     dtype)}) a kept feature of the one kind of file, keyed with pictures=False. None
@@ -313,13 +304,19 @@ def open_rows(
     columns = _feature_columns(features)
     over = not placement.fits_in_memory(n * _row_bytes(features), budget)
     opened = persistent.open_or_plan(
-        disk_rows.default_folder() if folder is None else folder,
+        folder,
         made,
         lambda: (n, columns, over),
         what=what,
-        names=_file_names(features),
+        names=(names := _file_names(features)),
     )
-    return _rows(opened, features, over)
+    if opened.rows is not None:
+        if any(name not in opened.rows for name in names.values()):
+            return None  # The key names the layout; a mismatch is a damaged file.
+        return Stored(
+            persistent.ServedFile(opened.rows, names, reads_ahead=over), True, opened.path
+        )
+    return None if opened.fill is None else Stored(opened.fill, False, opened.path)
 
 
 def _row_bytes(features: dict[str, tuple]) -> int:
@@ -341,14 +338,3 @@ def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple
         WIDTHS: ((), np.int64),
         **_feature_columns(features),
     }
-
-
-def _rows(opened, kept, over) -> Rows | None:
-    names = _file_names(kept)
-    if opened.rows is not None:
-        if any(name not in opened.rows for name in names.values()):
-            return None  # The key names the layout; a mismatch is a damaged file.
-        return Rows(persistent.ServedFile(opened.rows, names, reads_ahead=over), True, opened.path)
-    if opened.fill is None:
-        return None
-    return Rows(opened.fill, False, opened.path)

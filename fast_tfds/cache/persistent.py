@@ -35,6 +35,7 @@ No TensorFlow: the Grain loader can use the same files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -53,15 +54,26 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import disk_rows, housekeeping
-from fast_tfds.cache.memory import Backing, Replace, Wanted, allocate_in_memory
+from fast_tfds.cache.memory import (
+    Backing,
+    Replace,
+    Wanted,
+    allocate_in_memory,
+    bytes_text,
+    in_memory,
+    read_randomly,
+)
 from fast_tfds.cache.persistent_format import (
+    PERSISTENT,
+    SUFFIX,
+    TEMP_MARK,
     BadFile,
     Layout,
     add,
     column_checksum,
+    lock_path,
     read_header,
 )
-from fast_tfds.cache.persistent_listing import PERSISTENT, SUFFIX, TEMP_MARK, lock_path
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -93,7 +105,7 @@ class Opened:
 
 
 def open_or_plan(
-    folder: str | os.PathLike,
+    folder: str | os.PathLike | None,
     key: dict,
     plan: Callable[[], tuple[int, dict[str, tuple], bool]],
     *,
@@ -110,38 +122,15 @@ def open_or_plan(
     dtype[, a row count of the column's own])}; `read_ahead`: the rows exceed the memory
     budget, so served epochs ask for their rows ahead (as `disk_rows` does). The data
     checksum is made once every row is written, so a fill may write in any order.
-    `names`: the file's name of each column the cache asks its fill for, where it differs."""
+    `names`: the file's name of each column the cache asks its fill for, where it differs.
+    `folder` None: the default cache folder (`disk_rows.default_folder`)."""
     key = json.loads(json.dumps(key))
-
-    def planned() -> tuple[Layout, bool]:
-        num_examples, columns, read_ahead = plan()
-        return Layout.plan(key, num_examples, columns), read_ahead
-
-    return _open_or_fill(Path(folder), key, planned, what=what, names=names or {})
-
-
-def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
-    """The rows of a good file of `key` in `folder`, never a fill: (rows, ""), or (None, why
-    not, in a few words). For processes that only read (the loader's workers)."""
-    key = json.loads(json.dumps(key))
-    path = Path(folder) / file_name(key)
-    rows, bad, _ = _open_checked(path, key, False)
-    return rows, "" if rows is not None else (bad or "is not there")
-
-
-def _open_or_fill(
-    folder: Path,
-    key: dict,
-    plan: Callable[[], tuple[Layout, bool]],
-    *,
-    what: str,
-    names: dict[str, str],
-) -> Opened:
+    folder = Path(disk_rows.default_folder() if folder is None else folder)
     path = folder / file_name(key)
-    rows, bad, size = _open_checked(path, key, False)
+    rows, bad, size = _open_checked(path, key)
     if rows is not None:
         logging.info(
-            "fast_tfds: serving %s from the persistent cache %s (%s)", what, path, _size(size)
+            "fast_tfds: serving %s from the persistent cache %s (%s)", what, path, bytes_text(size)
         )
         return Opened(path, rows=rows)
     try:
@@ -161,7 +150,7 @@ def _open_or_fill(
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _read_pid(lock_fd)
+        holder = housekeeping.lock_record(lock_path(path)).get("pid", "?")
         os.close(lock_fd)
         logging.warning(
             "fast_tfds: persist=True: another process (pid %s) is writing the persistent "
@@ -174,7 +163,7 @@ def _open_or_fill(
     try:
         housekeeping.remove_leftovers(folder, PERSISTENT)
         # Another process may have finished it while this one waited for the lock.
-        rows, bad, _ = _open_checked(path, key, False)
+        rows, bad, _ = _open_checked(path, key)
         if rows is not None:
             os.close(lock_fd)
             return Opened(path, rows=rows)
@@ -183,17 +172,24 @@ def _open_or_fill(
             path.unlink(missing_ok=True)
         os.ftruncate(lock_fd, 0)
         os.pwrite(lock_fd, json.dumps({"pid": os.getpid()}).encode(), 0)
-        layout, read_ahead = plan()
+        num_examples, columns, read_ahead = plan()
+        layout = Layout.plan(key, num_examples, columns)
     except BaseException:
         os.close(lock_fd)
         raise
-    kind = FileFillReadAhead if read_ahead else MemoryFill
-    return Opened(path, fill=kind(path, layout, lock_fd, what, names))
+    return Opened(path, fill=FileFill(path, layout, lock_fd, what, names, reads_ahead=read_ahead))
 
 
-def _open_checked(
-    path: Path, key: dict, read_ahead: bool
-) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
+def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
+    """The rows of a good file of `key` in `folder`, never a fill: (rows, ""), or (None, why
+    not, in a few words). For processes that only read (the loader's workers)."""
+    key = json.loads(json.dumps(key))
+    path = Path(folder) / file_name(key)
+    rows, bad, _ = _open_checked(path, key)
+    return rows, "" if rows is not None else (bad or "is not there")
+
+
+def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
     """(rows, None, size) of a good file; (None, why, 0) of a bad one; (None, None, 0) if
     absent. Its columns are whatever the key made them."""
     try:
@@ -227,8 +223,6 @@ def _open_checked(
         os.close(fd)
         return None, f"cannot be read ({err})", 0
     weakref.finalize(region, os.close, fd)
-    if read_ahead and hasattr(mmap, "MADV_RANDOM"):
-        region.madvise(mmap.MADV_RANDOM)
     try:  # The last use, for `fast-tfds cache list|clean --older-than`.
         os.utime(path, (time.time(), os.stat(path).st_mtime))
     except OSError:  # A read-only folder.
@@ -257,13 +251,23 @@ class FileFill(Backing):
     memory instead (one log line) and nothing is persisted. The data checksum is made
     of the rows once every one is written (a fill writes them in any order).
     `names`: the file's name of each column the cache asks for, where it differs.
+
+    Rows within the memory budget (`reads_ahead` False): the fill writes anonymous
+    memory, exactly as the memory arena does, while the file's blocks are reserved; then
+    the writing thread writes the rows to the file, reads them back to verify them, and
+    once the file is in place the cache serves from its mapping (`replace`), so this
+    process too shares the page cache's one copy. Rows over the budget (`reads_ahead`):
+    the fill writes the file's mapping, and served epochs read ahead.
     """
 
-    def __init__(self, path: Path, layout: Layout, lock_fd: int, what: str, names=None):
+    def __init__(
+        self, path: Path, layout: Layout, lock_fd: int, what: str, names=None, *, reads_ahead
+    ):
         self.path = path
         self.layout = layout
         self.what = what
         self.names: dict[str, str] = names or {}
+        self.reads_ahead = reads_ahead
         self._held = _Held(lock_fd)
         self._lock = threading.Lock()
         self._current: dict[str, np.ndarray] | None = None  # Every column, by the file's names.
@@ -282,7 +286,7 @@ class FileFill(Backing):
         with self._lock:
             self._drop_temp()
             if self._held.lock_fd is None:  # Given up earlier: memory from now on.
-                return _in_memory(wanted)
+                return in_memory(wanted)
             try:
                 arrays = self._new_file()
             except OSError as err:
@@ -291,14 +295,14 @@ class FileFill(Backing):
                 logging.warning(
                     "fast_tfds: persist=True: no room for the %s cache of %s in %s (%s): "
                     "caching it in memory for this run only.",
-                    _size(self.layout.file_size),
+                    bytes_text(self.layout.file_size),
                     self.what,
                     self.path.parent,
                     err.strerror or err,
                 )
-                return _in_memory(wanted)
+                return in_memory(wanted)
             self._current = arrays
-            self._given = self._named(arrays, wanted)
+            self._given = _named(arrays, self.names, wanted)
         if not self._announced:
             self._announced = True
             logging.warning(
@@ -306,15 +310,11 @@ class FileFill(Backing):
                 "%s; later runs serve from it. See or remove it with `fast-tfds cache "
                 "list|clean %s`.",
                 self.what,
-                _size(self.layout.file_size),
+                bytes_text(self.layout.file_size),
                 self.path,
                 self.path.parent,
             )
         return self._given
-
-    def _named(self, file: dict[str, np.ndarray], wanted) -> dict[str, np.ndarray]:
-        """The file's columns `wanted` (names as the cache asks for them)."""
-        return {name: file[self.names.get(name, name)] for name in wanted}
 
     def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         """Every row is written: the file is written back, verified, given its header
@@ -328,13 +328,6 @@ class FileFill(Backing):
         )
         self.writing.start()
 
-    @property
-    def reads_ahead(self) -> bool:
-        return False
-
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        pass
-
     def _finish(self, given: dict[str, np.ndarray], replace: Replace) -> None:
         """Write back, verify, header, rename. A failure leaves the rows served from
         this process and nothing persisted (one line)."""
@@ -346,7 +339,9 @@ class FileFill(Backing):
             if given is not self._given or self._fd is None:
                 return
             try:
-                self._persist(self._current, lambda new: replace(given, self._named(new, given)))
+                self._persist(
+                    self._current, lambda new: replace(given, _named(new, self.names, given))
+                )
             except (OSError, BadFile) as err:
                 logging.warning(
                     "fast_tfds: persist=True: the cache of %s could not be written to %s "
@@ -363,13 +358,9 @@ class FileFill(Backing):
                 self._release_key()
 
     def _new_file(self) -> dict[str, np.ndarray]:
-        fd = self._reserve_temp()
-        self._region = mmap.mmap(fd, self.layout.file_size, flags=mmap.MAP_SHARED)
-        return _views(self._region, self.layout)
-
-    def _reserve_temp(self) -> int:
         """A new temporary file beside the final one, locked and with every block
-        reserved; its descriptor (also kept in `_fd`)."""
+        reserved (its descriptor in `_fd`); the arrays the fill writes: the file's mapping,
+        or memory within the budget."""
         temp = self.path.with_name(
             f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         )
@@ -379,32 +370,47 @@ class FileFill(Backing):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
         platform.preallocate(fd, self.layout.file_size)
-        return fd
+        if not self.reads_ahead:
+            return {
+                c.name: allocate_in_memory((c.rows, *c.shape), c.dtype) for c in self.layout.columns
+            }
+        self._region = mmap.mmap(fd, self.layout.file_size, flags=mmap.MAP_SHARED)
+        return _views(self._region, self.layout)
 
     def _persist(self, arrays: dict[str, np.ndarray], swap) -> None:
-        """Makes `arrays` (every column of the file) the persistent file; `swap(new)`
-        serves the file's mapping `new` instead, where the fill wrote elsewhere."""
-        region, fd = self._region, self._fd
-        # Written back once: later epochs find clean pages, which the kernel can drop
-        # cheaply under a memory limit; and an I/O error shows here, not later.
-        region.flush()
+        """Makes `arrays` (every column of the file) the persistent file: rows in memory
+        are written to it and read back to verify them, and then served from the file's
+        mapping (`swap(new)`); a mapping's rows are written back once, so later epochs
+        find clean pages, which the kernel can drop cheaply under a memory limit (and an
+        I/O error shows here, not later)."""
+        fd, layout = self._fd, self.layout
         sums = {name: column_checksum(a) for name, a in arrays.items()}
-        header = self.layout.header(sums)
-        os.pwrite(fd, header, 0)
+        if self.reads_ahead:
+            self._region.flush()
+        else:
+            for c in layout.columns:
+                _pwrite_all(fd, arrays[c.name], c.offset)
+        os.pwrite(fd, layout.header(sums), 0)
         os.fsync(fd)
         check = read_header(fd)
-        if check.checksums != sums or check.layout.key != self.layout.key:
+        if check.checksums != sums or check.layout.key != layout.key:
             raise BadFile("its header did not read back as written")
+        for c in () if self.reads_ahead else layout.columns:
+            if _file_checksum(fd, c) != sums[c.name]:
+                raise BadFile(f"its {c.name} rows did not read back as written")
         os.rename(self._held.temp, self.path)
         _fsync_folder(self.path.parent)
         self._held.temp = None
         # From now on a reader like any other: shared, so `clean` leaves it alone.
         fcntl.flock(fd, fcntl.LOCK_SH)
         self.persisted = True
-        self.after_persist(region)
-
-    def after_persist(self, region: mmap.mmap) -> None:
-        """What the file's own mapping needs once it is the persistent file (nothing)."""
+        if self.reads_ahead:
+            read_randomly(self._region)
+            return
+        self._region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
+        swap(_views(self._region, layout))
+        # The filled memory goes once nothing else holds it: the mapping serves now.
+        self._current = self._given = None
 
     def _drop_temp(self) -> None:
         """Forgets the current file; a temporary one is removed (the mapping stays
@@ -433,43 +439,6 @@ class FileFill(Backing):
             self._release_key()
 
 
-class MemoryFill(FileFill):
-    """A `FileFill` for rows within the memory budget: the fill writes anonymous memory,
-    exactly as the memory arena does, while the file's blocks are reserved; then the
-    writing thread writes the rows to the file, reads them back to verify them, and once
-    the file is in place the arena serves from its mapping (`replace`), so this process
-    too shares the page cache's one copy."""
-
-    def _new_file(self) -> dict[str, np.ndarray]:
-        layout = self.layout
-        self._reserve_temp()
-        return {c.name: allocate_in_memory((c.rows, *c.shape), c.dtype) for c in layout.columns}
-
-    def _persist(self, arrays: dict[str, np.ndarray], swap) -> None:
-        fd, layout = self._fd, self.layout
-        sums = {name: column_checksum(a) for name, a in arrays.items()}
-        for c in layout.columns:
-            _pwrite_all(fd, arrays[c.name], c.offset)
-        os.pwrite(fd, layout.header(sums), 0)
-        os.fsync(fd)
-        check = read_header(fd)
-        if check.checksums != sums or check.layout.key != layout.key:
-            raise BadFile("its header did not read back as written")
-        for c in layout.columns:
-            if _file_checksum(fd, c) != sums[c.name]:
-                raise BadFile(f"its {c.name} rows did not read back as written")
-        os.rename(self._held.temp, self.path)
-        _fsync_folder(self.path.parent)
-        self._held.temp = None
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self.persisted = True
-        region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
-        self._region = region
-        swap(_views(region, layout))
-        # The filled memory goes once nothing else holds it: the mapping serves now.
-        self._current = self._given = None
-
-
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
     data = memoryview(np.ascontiguousarray(array)).cast("B")
     while data:
@@ -492,22 +461,6 @@ def _file_checksum(fd: int, column) -> int:
     return total
 
 
-class FileFillReadAhead(FileFill):
-    """A `FileFill` for rows over the memory budget: the fill writes the file's mapping,
-    and served epochs read ahead."""
-
-    def after_persist(self, region: mmap.mmap) -> None:
-        if hasattr(mmap, "MADV_RANDOM"):
-            region.madvise(mmap.MADV_RANDOM)
-
-    @property
-    def reads_ahead(self) -> bool:
-        return True
-
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        disk_rows.read_ahead_spans(array, starts, lengths)
-
-
 class ServedFile(Backing):
     """The backing of a cache served from a complete persistent file: its `rows` (by the
     file's names; `names`: the file's name of each column the cache asks for, where it
@@ -516,11 +469,11 @@ class ServedFile(Backing):
     def __init__(self, rows: dict[str, np.ndarray], names=None, *, reads_ahead: bool = False):
         self.rows = rows
         self.names: dict[str, str] = names or {}
-        self._reads_ahead = reads_ahead
+        self.reads_ahead = reads_ahead
 
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
         """The file's columns `wanted`; a ValueError if they are not of that layout."""
-        given = {name: self.rows[self.names.get(name, name)] for name in wanted}
+        given = _named(self.rows, self.names, wanted)
         found = {k: (a.shape, a.dtype) for k, a in given.items()}
         expected = {k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in wanted.items()}
         if found != expected:
@@ -530,13 +483,11 @@ class ServedFile(Backing):
     def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         pass  # Complete from the start.
 
-    @property
-    def reads_ahead(self) -> bool:
-        return self._reads_ahead
 
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        if self._reads_ahead:
-            disk_rows.read_ahead_spans(array, starts, lengths)
+def _named(file: dict[str, np.ndarray], names: dict[str, str], wanted) -> dict[str, np.ndarray]:
+    """The file's columns `wanted` (names as the cache asks for them; `names`: the file's
+    name of each, where it differs)."""
+    return {name: file[names.get(name, name)] for name in wanted}
 
 
 @dataclasses.dataclass
@@ -557,36 +508,16 @@ def _abandon(held: _Held) -> None:
         held.lock_fd = None
 
 
-def _in_memory(wanted: Wanted) -> dict[str, np.ndarray]:
-    return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
-
-
 def _close_fd(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass
 
 
 def _fsync_folder(folder: Path) -> None:
-    try:
+    """Makes the rename durable; a folder that cannot be synced is left as it is."""
+    with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _read_pid(fd: int) -> str:
-    try:
-        return str(json.loads(os.pread(fd, 256, 0)).get("pid", "?"))
-    except (OSError, ValueError, AttributeError):
-        return "?"
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

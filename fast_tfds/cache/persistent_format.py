@@ -18,19 +18,35 @@ rows' machine words (mod 2^64), so batches written in any order, by several thre
 add up to the same value; the writer computes it during the fill and checks it against
 the written rows before the file is made visible. No TensorFlow: the Grain loader reads
 the same files.
+
+The files in a folder, their names, what each holds, whether a process uses it, and
+removing them: each is one `housekeeping.Entry` of the kind `PERSISTENT` (`fast-tfds
+cache list|clean`, and a fill's leftovers).
+
+    <dataset>.<split>.<16 hex digits of the key>.arena        a complete file
+    <...>.arena-lock                                          the key's lock (who fills it)
+    <...>.arena.arena-tmp-<pid>-<random>                      a fill in progress, or left
+
+A process that maps a file holds a shared `flock` on it, and a fill an exclusive one on
+its temporary file; `clean` takes the exclusive lock before removing, so a file in use is
+never removed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import mmap
 import os
 import struct
 import time
+from pathlib import Path
 
 import numpy as np
+
+from fast_tfds.cache import fingerprint, housekeeping
 
 MAGIC = b"FAST_TFDS_ARENA\0"
 # Bump when the layout of the file changes; a file of another version is refilled.
@@ -87,23 +103,11 @@ class Layout:
         return cls(key, num_examples, moved, start + max(offset, 1), made)
 
     def header(self, checksums: dict[str, int]) -> bytes:
+        columns = [{**vars(c), "shape": list(c.shape), "dtype": c.dtype.str} for c in self.columns]
         record = {
-            "key": self.key,
-            "num_examples": self.num_examples,
-            "columns": [
-                {
-                    "name": c.name,
-                    "rows": c.rows,
-                    "shape": list(c.shape),
-                    "dtype": c.dtype.str,
-                    "offset": c.offset,
-                    "nbytes": c.nbytes,
-                }
-                for c in self.columns
-            ],
-            "file_size": self.file_size,
+            **dataclasses.asdict(self),
+            "columns": columns,
             "data_checksum": {c.name: f"{checksums.get(c.name, 0):016x}" for c in self.columns},
-            "made": self.made,
         }
         text = json.dumps(record, sort_keys=True).encode()
         digest = hashlib.sha256(text).digest()
@@ -135,22 +139,13 @@ def read_header(fd: int) -> Header:
         raise BadFile("damaged header (its checksum does not match)")
     try:
         record = json.loads(text)
+        checksums = {k: int(v, 16) for k, v in record.pop("data_checksum").items()}
         columns = tuple(
-            ColumnLayout(
-                c["name"],
-                tuple(c["shape"]),
-                np.dtype(c["dtype"]),
-                c["offset"],
-                c["nbytes"],
-                c["rows"],
-            )
-            for c in record["columns"]
+            ColumnLayout(**{**c, "shape": tuple(c["shape"]), "dtype": np.dtype(c["dtype"])})
+            for c in record.pop("columns")
         )
-        layout = Layout(
-            record["key"], record["num_examples"], columns, record["file_size"], record["made"]
-        )
-        checksums = {k: int(v, 16) for k, v in record["data_checksum"].items()}
-    except (ValueError, KeyError, TypeError) as err:
+        layout = Layout(**record, columns=columns)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise BadFile(f"damaged header ({err})") from None
     return Header(layout, checksums)
 
@@ -203,3 +198,106 @@ def _page_up(n: int) -> int:
 
 def _pread(fd: int, n: int, offset: int) -> bytes:
     return os.pread(fd, n, offset)
+
+
+# -- the files in a folder ---------------------------------------------------------
+
+
+SUFFIX = ".arena"
+LOCK_SUFFIX = ".arena-lock"
+TEMP_MARK = ".arena-tmp-"
+
+
+def lock_path(path: Path) -> Path:
+    """The key's lock file of the persistent arena at `path`."""
+    return path.with_name(path.name.removesuffix(SUFFIX) + LOCK_SUFFIX)
+
+
+def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
+    """The persistent arenas and fill leftovers among `names`."""
+    found = []
+    for name in names:
+        path = Path(folder) / name
+        if name.endswith(SUFFIX):
+            described = _describe(path)
+        elif TEMP_MARK in name:
+            described = _describe_temp(path)
+        else:
+            continue
+        if described is not None:
+            found.append(described)
+    return found
+
+
+PERSISTENT = housekeeping.Kind("persistent cache", _entries)
+
+
+def _describe(path: Path) -> housekeeping.Entry | None:
+    try:
+        stat = path.stat()
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        header = read_header(fd)
+        key = header.layout.key
+        problem = None
+        if header.layout.file_size != stat.st_size:
+            problem = "truncated"
+    except BadFile as err:
+        key, problem = {}, str(err)
+    finally:
+        os.close(fd)
+    stale = fingerprint.changed(key.get("shards") or ())
+    held = housekeeping.RUNNING if in_use(path) else None
+    state = "persistent, in use" if held else "persistent"
+    if problem:
+        state = f"{state}, damaged ({problem})"
+    elif stale:
+        state = f"{state}, stale (its dataset was rebuilt or removed)"
+    return housekeeping.Entry(
+        where=str(path),
+        what=f"{key.get('dataset') or '?'} {key.get('split') or '?'}",
+        size=stat.st_blocks * 512,
+        last_used=max(stat.st_atime, stat.st_mtime),
+        state=state,
+        holder=held,
+        spent="damaged" if problem else "stale" if stale else None,
+        remove=functools.partial(_remove, path),
+    )
+
+
+def _describe_temp(path: Path) -> housekeeping.Entry | None:
+    """A fill's temporary file: being written, or left by a fill that stopped."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    held = housekeeping.RUNNING if in_use(path) else None
+    left = f"{housekeeping.UNFINISHED} (left by a stopped fill)"
+    return housekeeping.Entry(
+        where=str(path),
+        what="? ?",
+        size=stat.st_blocks * 512,
+        last_used=stat.st_mtime,
+        state=f"persistent, {'being written' if held else left}",
+        holder=held,
+        spent=housekeeping.UNFINISHED,
+        remove=functools.partial(_remove, path),
+    )
+
+
+def in_use(path: Path) -> bool:
+    """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
+    return housekeeping.is_locked(path, readers_too=True)
+
+
+def _remove(path: Path) -> str | None:
+    """Removes a persistent arena (and its lock file) unless a process uses it (then: why
+    it is kept). The exclusive lock is taken first, so a reader that opens it meanwhile
+    waits and then finds it gone."""
+    kept = housekeeping.remove_unless_locked(path, [path])
+    lock = lock_path(path)
+    if kept is None and path.name.endswith(SUFFIX) and not housekeeping.is_locked(lock):
+        lock.unlink(missing_ok=True)
+    return kept

@@ -21,7 +21,14 @@ import numpy as np
 from absl import logging
 
 from fast_tfds.cache import disk_rows, memory_budget
-from fast_tfds.cache.memory import IN_MEMORY, Backing, Replace, Wanted, allocate_in_memory
+from fast_tfds.cache.memory import (
+    IN_MEMORY,
+    Backing,
+    Replace,
+    Wanted,
+    allocate_in_memory,
+    bytes_text,
+)
 
 # Of the memory found free, the share an arena may take by default: the rest of the
 # process (TensorFlow, prefetched batches, the model's own step) needs room too.
@@ -31,9 +38,13 @@ DEFAULT_SHARE = 0.75
 
 def fits_in_memory(need: int, cache_budget: int | None = None) -> bool:
     """Whether `need` bytes of rows fit the memory budget (as `allocator` decides)."""
+    return need <= _allowed(cache_budget)[0]
+
+
+def _allowed(cache_budget: int | None) -> tuple[int, memory_budget.MemoryBudget]:
+    """The bytes a cache may take, and the budget they are a share of."""
     budget = memory_budget.available_memory(cache_budget)
-    allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
-    return need <= allowed
+    return budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE), budget
 
 
 def allocator(
@@ -48,12 +59,12 @@ def allocator(
     Raises `disk_rows.NotEnoughRoom` (a ValueError) with one line when neither
     memory nor the cache folder can hold it.
     """
-    budget = memory_budget.available_memory(cache_budget)
-    allowed = budget.bytes if cache_budget is not None else int(budget.bytes * DEFAULT_SHARE)
+    allowed, budget = _allowed(cache_budget)
     if need <= allowed:
         return IN_MEMORY
     folder = Path(cache_dir) if cache_dir is not None else disk_rows.default_folder()
-    over = f"the cache of {what} needs {_gib(need)}, over its memory budget of {_gib(allowed)}"
+    over = f"the cache of {what} needs {bytes_text(need)}, over its memory budget of "
+    over += bytes_text(allowed)
     try:
         disk_rows.check_room(folder, need)
     except (disk_rows.NotEnoughRoom, OSError) as err:
@@ -73,7 +84,10 @@ def allocator(
 
 
 class DiskRows(Backing):
-    """Columns laid out in files in `folder`, one per column (objects stay in memory)."""
+    """Columns laid out in files in `folder`, one per column (objects stay in memory),
+    which served epochs ask for ahead."""
+
+    reads_ahead = True
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -91,14 +105,3 @@ class DiskRows(Backing):
         # which the kernel drops cheaply when the budget is reached.
         for array in arrays.values():
             disk_rows.write_back(array)
-
-    @property
-    def reads_ahead(self) -> bool:
-        return True
-
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        disk_rows.read_ahead_spans(array, starts, lengths)
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

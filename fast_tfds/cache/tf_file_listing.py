@@ -2,7 +2,7 @@
 
 One cache (`as_fast_dataset(cache=PATH)`) is the set of files that share a
 prefix `<PATH>.<dataset-config-version>.<split>.<16 hex digits>` (or
-`<PATH>/<...>` when PATH is a folder), see `tf_file_key.cache_prefix`:
+`<PATH>/<...>` when PATH is a folder), see `tf_file_cache.cache_prefix`:
 
     <prefix>.lock                        our OS lock, and what the cache holds (JSON)
     <prefix>.index, <prefix>.data-*      a complete cache (TensorFlow writes the index last)
@@ -23,12 +23,7 @@ import os
 import re
 from collections.abc import Iterable
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; no way to tell a cache in use.
-    fcntl = None
-
-from fast_tfds.cache import disk_rows, fingerprint, housekeeping
+from fast_tfds.cache import fingerprint, housekeeping
 from fast_tfds.cache.remote import object_stores
 
 LOCK_SUFFIX = ".lock"
@@ -53,25 +48,11 @@ def lock_content(dataset: str, split: str, shard_files: Iterable[str]) -> bytes:
     return json.dumps(record).encode()
 
 
-def read_lock_content(path: str) -> dict:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return {}
-    try:
-        record = json.loads(data)
-    except ValueError:  # Before the JSON content: the pid alone.
-        pid = data.strip().decode(errors="replace")
-        return {"pid": pid} if pid else {}
-    return record if isinstance(record, dict) else {}
-
-
 def holder(lock_path: str) -> str | None:
     """'pid N' of the live process holding the lock, or None if no process holds it."""
-    if fcntl is None or not disk_rows.is_locked(lock_path):
+    if not housekeeping.is_locked(lock_path):
         return None
-    return f"pid {read_lock_content(lock_path).get('pid', '?')}"
+    return f"pid {housekeeping.lock_record(lock_path).get('pid', '?')}"
 
 
 # -- finding ---------------------------------------------------------------------
@@ -93,7 +74,7 @@ FILE_CACHES = housekeeping.Kind("cache", _entries)
 
 def _describe(prefix: str, files: list[str]) -> housekeeping.Entry:
     lock = prefix + LOCK_SUFFIX
-    record = read_lock_content(lock)
+    record = housekeeping.lock_record(lock)
     sizes, times = [], []
     for path in files:
         try:
@@ -103,7 +84,8 @@ def _describe(prefix: str, files: list[str]) -> housekeeping.Entry:
         sizes.append(stat.st_size)
         times.append(stat.st_mtime)
     complete = os.path.exists(prefix + INDEX_SUFFIX)
-    stale = _stale(record)
+    # Whether a shard the cache was made from changed or is gone since it was written.
+    stale = fingerprint.changed(record.get("shards") or ())
     held = holder(lock)
     if held:
         state = f"{'complete, in use' if complete else 'being written'} by {held}"
@@ -125,35 +107,12 @@ def _describe(prefix: str, files: list[str]) -> housekeeping.Entry:
     )
 
 
-def _stale(record: dict) -> bool | None:
-    """Whether a shard the cache was made from changed or is gone since it was written."""
-    shards = record.get("shards")
-    return fingerprint.changed(shards) if shards else None
-
-
 # -- removing ----------------------------------------------------------------------
 
 
 def _remove(prefix: str, files: list[str]) -> str | None:
-    """Deletes the cache's files unless a live process holds it (then: why it is kept)."""
+    """Deletes the cache's files unless a live process holds it (then: why it is kept).
+    The lock file last, while still holding it: a process that opens the cache meanwhile
+    finds it held and reads without it."""
     lock = prefix + LOCK_SUFFIX
-    fd = None
-    if fcntl is not None and os.path.exists(lock):
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return "in use"
-    try:
-        # The lock file last, while still holding it: a process that opens the
-        # cache meanwhile finds it held and reads without it.
-        for path in [*(f for f in files if f != lock), lock]:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
-    finally:
-        if fd is not None:
-            os.close(fd)
-    return None
+    return housekeeping.remove_unless_locked(lock, [*(f for f in files if f != lock), lock])

@@ -31,7 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, housekeeping, persistent_listing, tf_file_listing
+from fast_tfds.cache import disk_rows, housekeeping, persistent_format, tf_file_listing
 from fast_tfds.cache.housekeeping import age_text, size_text
 
 
@@ -43,7 +43,7 @@ def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, b
     here = folder or "."
     looked = [(tf_file_listing.FILE_CACHES, here, True)]
     for where in arena_folders(folder):
-        looked += [(disk_rows.ROWS, where, False), (persistent_listing.PERSISTENT, where, False)]
+        looked += [(disk_rows.ROWS, where, False), (persistent_format.PERSISTENT, where, False)]
     return looked
 
 

@@ -53,7 +53,7 @@ from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.store_opening import open_store
-from fast_tfds.cache.tf_file_key import callable_identity
+from fast_tfds.cache.tf_file_cache import callable_identity
 from fast_tfds.core import aligned, dataset_hooks, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented

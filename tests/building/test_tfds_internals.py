@@ -345,7 +345,7 @@ def test_serialized_info_says_which_features_a_block_parse_can_take():
 
 
 def test_split_slices_give_file_instructions_with_filename_skip_and_take():
-    used_by = "fast_tfds/read/records.py file_instructions, cache/tf_file_key.py cache_prefix"
+    used_by = "fast_tfds/read/records.py file_instructions, cache/tf_file_cache.py cache_prefix"
     api = "SplitInfo/SubSplitInfo.file_instructions (shard_utils.FileInstruction)"
     fields = {f.name for f in dataclasses.fields(shard_utils.FileInstruction)}
     assert {"filename", "skip", "take"} <= fields, changed(api, used_by, f"fields {fields}")

@@ -153,7 +153,7 @@ def test_a_bucket_keys_and_names_its_persistent_file_as_before(build, bucket):
 
 
 def test_a_file_cache_is_named_as_before(build):
-    from fast_tfds.cache import tf_file_key
+    from fast_tfds.cache import tf_file_cache
 
     # Two shards and a missing one (named "missing"); TensorFlow's stat of a local file
     # gives whole seconds.
@@ -162,7 +162,7 @@ def test_a_file_cache_is_named_as_before(build):
         for i in (0, 1)
     ]
     instructions.append(types.SimpleNamespace(filename="build/gone", skip=0, take=1))
-    prefix = tf_file_key.cache_prefix(
+    prefix = tf_file_cache.cache_prefix(
         "cache/run",
         dataset_name=DATASET,
         split=SPLIT,

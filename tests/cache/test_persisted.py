@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import housekeeping, persisted, persistent, persistent_listing
+from fast_tfds.cache import housekeeping, persisted, persistent, persistent_format
 from fast_tfds.cache.persistent_format import read_header
 from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
@@ -157,7 +157,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     stored.when_filled()
     opened.backing.writing.join(timeout=60)
     assert opened.backing.persisted
-    found = housekeeping.find(tmp_path / "cache", persistent_listing.PERSISTENT)
+    found = housekeeping.find(tmp_path / "cache", persistent_format.PERSISTENT)
     assert [(f.where, key_kind(f.where), f.spent) for f in found] == [
         (str(opened.path), "pictures", None)
     ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persistent, persistent_listing
+from fast_tfds.cache import persistent, persistent_format
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
 from fast_tfds.cache.store import Store
 
@@ -75,8 +75,8 @@ def test_a_filled_file_is_served_with_the_rows_written(
     if not posix_fallocate:  # As on macOS: core.platform's fallback reserves the file.
         monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
-    kind = persistent.FileFillReadAhead if read_ahead else persistent.MemoryFill
-    assert type(opened.fill) is kind
+    assert type(opened.fill) is persistent.FileFill
+    assert opened.fill.reads_ahead is read_ahead
     assert opened.fill.persisted and opened.path.exists()
     got = served(tmp_path)
     assert got is not None
@@ -85,7 +85,7 @@ def test_a_filled_file_is_served_with_the_rows_written(
     header = read_header(os.open(opened.path, os.O_RDONLY))
     assert header.layout.key == KEY and header.layout.num_examples == N
     assert all(c.offset % 4096 == 0 for c in header.layout.columns)
-    assert [p.name for p in tmp_path.iterdir() if persistent_listing.TEMP_MARK in p.name] == []
+    assert [p.name for p in tmp_path.iterdir() if persistent_format.TEMP_MARK in p.name] == []
 
 
 def test_every_header_byte_flipped_is_caught_and_refilled(tmp_path, caplog):
@@ -132,7 +132,7 @@ def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, c
 
 def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
     opened = fill(tmp_path, stop_after=2)
-    temps = [p for p in tmp_path.iterdir() if persistent_listing.TEMP_MARK in p.name]
+    temps = [p for p in tmp_path.iterdir() if persistent_format.TEMP_MARK in p.name]
     assert len(temps) == 1 and not opened.path.exists()
     # While it runs, a second filler finds the key taken and caches in memory.
     second = open_toy(tmp_path)

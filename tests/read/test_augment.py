@@ -634,10 +634,10 @@ def test_persist_keeps_no_strings_says_so_once_and_caches_in_memory(
 def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     cats_data_dir, tmp_path, monkeypatch
 ):
-    from fast_tfds.cache import housekeeping, persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_format
 
     def found():
-        return housekeeping.find(cache, persistent_listing.PERSISTENT)
+        return housekeeping.find(cache, persistent_format.PERSISTENT)
 
     cache = tmp_path / "cache"
     options = {"as_supervised": True, "cache": True, "persist": True, "cache_dir": cache}
@@ -674,7 +674,7 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     pytest.importorskip("grain")
     import json
 
-    from fast_tfds.cache import housekeeping, persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_format
     from fast_tfds.cache.persistent_format import read_header
 
     common = {
@@ -697,7 +697,7 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     keys = []
     for folder in ("tf", "grain"):
         deadline = time.monotonic() + 120
-        persistent = persistent_listing.PERSISTENT
+        persistent = persistent_format.PERSISTENT
         while not (found := housekeeping.find(tmp_path / folder, persistent)) or found[0].spent:
             assert time.monotonic() < deadline, "the file was not written"
             time.sleep(0.1)

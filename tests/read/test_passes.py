@@ -176,7 +176,7 @@ def test_an_arena_of_examples_persists_under_the_one_key_and_is_served(cats_data
     # kept as features (the key's `pictures: false`); a new reader
     # of the same options serves each epoch from the file, with the shards zeroed (their
     # sizes and times kept, so the key still matches and no record could be read).
-    from fast_tfds.cache import housekeeping, persistent_listing
+    from fast_tfds.cache import housekeeping, persistent_format
     from fast_tfds.cache.persistent_format import read_header
 
     data_dir = tmp_path / "data"
@@ -188,7 +188,7 @@ def test_an_arena_of_examples_persists_under_the_one_key_and_is_served(cats_data
     for thread in threading.enumerate():  # the file is written out after the fill
         if thread.name == "fast_tfds persist":
             thread.join(timeout=300)
-    (found,) = housekeeping.find(tmp_path / "cache", persistent_listing.PERSISTENT)
+    (found,) = housekeeping.find(tmp_path / "cache", persistent_format.PERSISTENT)
     fd = os.open(found.where, os.O_RDONLY)
     assert found.spent is None and read_header(fd).layout.key["kind"] == "pictures"
     os.close(fd)

@@ -182,12 +182,12 @@ def test_a_different_pipeline_or_a_rebuilt_dataset_never_gets_a_stale_cache(
 
 
 def test_transform_settings_are_part_of_the_cache_name():
-    from fast_tfds.cache import tf_file_key
+    from fast_tfds.cache import tf_file_cache
     from stanford_dogs_tfrecord import boxes
 
     def identity(crop_to_box):
         options = boxes.reader_options(with_boxes=True, crop_to_box=crop_to_box, as_supervised=True)
-        return tf_file_key.callable_identity(options["transform"])
+        return tf_file_cache.callable_identity(options["transform"])
 
     # Same code and settings: the same name (also across processes: no ids or
     # addresses in it); another setting: another name.

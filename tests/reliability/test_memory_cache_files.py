@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows
+from fast_tfds.cache import disk_rows, housekeeping
 from tests.children import Child
 from tests.helpers import child_env
 
@@ -50,7 +50,7 @@ def leftover(folder: Path) -> Path:
     )
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
     path = Path(done.stdout.strip())
-    assert path.exists() and not disk_rows.is_locked(path)
+    assert path.exists() and not housekeeping.is_locked(path)
     return path
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache import persistent_listing
+from fast_tfds.cache import persistent_format
 from tests.helpers import child_env
 from tests.read.reading import digest
 
@@ -146,11 +146,11 @@ def counted(epoch: dict) -> collections.Counter:
 
 
 def arena_files(cache: Path) -> list[Path]:
-    return sorted(cache.glob(f"*{persistent_listing.SUFFIX}"))
+    return sorted(cache.glob(f"*{persistent_format.SUFFIX}"))
 
 
 def temp_files(cache: Path) -> list[Path]:
-    return sorted(p for p in cache.iterdir() if persistent_listing.TEMP_MARK in p.name)
+    return sorted(p for p in cache.iterdir() if persistent_format.TEMP_MARK in p.name)
 
 
 def log_lines(stderr: str, text: str) -> list[str]:

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 from fast_tfds import Augment
-from fast_tfds.cache import persistent_listing
+from fast_tfds.cache import persistent_format
 from tests.children import TIMEOUT_S, Child
 from tests.helpers import child_env
 from tests.pairs import Output, Truth, digest
@@ -161,11 +161,11 @@ def counted(epoch: dict) -> collections.Counter:
 
 
 def picture_files(cache: Path) -> list[Path]:
-    return sorted(cache.glob(f"*{persistent_listing.SUFFIX}"))
+    return sorted(cache.glob(f"*{persistent_format.SUFFIX}"))
 
 
 def temp_files(cache: Path) -> list[Path]:
-    return sorted(p for p in cache.iterdir() if persistent_listing.TEMP_MARK in p.name)
+    return sorted(p for p in cache.iterdir() if persistent_format.TEMP_MARK in p.name)
 
 
 def lines(stderr: str, text: str) -> list[str]:
