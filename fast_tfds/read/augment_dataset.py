@@ -105,28 +105,50 @@ def windows_of(batch: dict) -> tf.Tensor:
     return tf.cast(window, tf.int32)
 
 
-def finish(reading: Reading, ds: tf.data.Dataset, *, dropped: bool) -> tf.data.Dataset:
-    """Blocks of output dicts -> the reader's batches (or examples)."""
+def finish(
+    reading: Reading,
+    ds: tf.data.Dataset,
+    *,
+    dropped: bool,
+    first: Callable[..., dict] | None = None,
+) -> tf.data.Dataset:
+    """Blocks of output dicts -> the reader's batches (or examples). `first`: fn(element)
+    -> the block's output dict, run in the same map as the output conversion: every
+    epoch instantiates each map's function again when it starts (`cached.when_read`),
+    so a served epoch's gather, index and output are one function, not three."""
     batch_size = reading.batching.batch_size
     deterministic = reading.order.deterministic
-    if not reading.with_index:
-        ds = ds.map(lambda batch: {k: v for k, v in batch.items() if k != INDEX_KEY})
+    with_index, drop = reading.with_index, reading.batching.drop_remainder
+
+    def block_of(*element):
+        block = dict(first(*element)) if first is not None else dict(element[0])
+        if not with_index:
+            block.pop(INDEX_KEY, None)
+        return block
+
     if batch_size is None:
+        ds = ds.map(block_of, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         return ds.unbatch().map(reading.output_fn)
-    if reading.batching.drop_remainder and not dropped:
-        ds = ds.filter(lambda batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
-    if reading.batching.drop_remainder:
-        ds = ds.map(
-            lambda batch: tf.nest.map_structure(
+
+    def output(*element):
+        block = block_of(*element)
+        if drop:  # The static batch size that drop_remainder guarantees.
+            block = tf.nest.map_structure(
                 lambda v: (
                     tf.ensure_shape(v, [batch_size, *v.shape[1:]])
                     if isinstance(v, tf.Tensor)
                     else v
                 ),
-                batch,
+                block,
             )
-        )
-    return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        return reading.output_fn(block)
+
+    if drop and not dropped:
+        if first is not None:  # The filter needs the block itself.
+            ds = ds.map(first, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+            return finish(reading, ds, dropped=dropped)
+        ds = ds.filter(lambda batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
+    return ds.map(output, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
 
 # -- cache=False: crops chosen before decoding ----------------------------------------

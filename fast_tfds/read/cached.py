@@ -39,6 +39,7 @@ functions reach a cache by its key through a weak registry; the dataset holds it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 
@@ -131,27 +132,49 @@ def cached_epochs(plan: CachedPlan):
         # served epoch starts without opening the shard files.
         fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
         quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
-        filled = plan.blocks(epoch).map(
-            lambda indices, block: plan.fill(epoch, indices, block),
-            num_parallel_calls=AUTOTUNE,
-            deterministic=reading.order.deterministic,
-        )
-        # Every example is written, also those of a last partial batch that
-        # drop_remainder leaves out of this epoch's output; skipped batches too.
-        filled = augmented.finish(reading, filled, dropped=False).skip(first)
-        # The served part looks up the cache when it starts: after a fill before it.
-        served = tf.data.Dataset.from_tensors(0).flat_map(lambda _: _served(plan, epoch, first))
-        quiet = nothing_of(
-            plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE), served.element_spec
-        )
+        serve_count = tf.where(mode == SERVE, tf.constant(-1, tf.int64), 0)
+
+        def filled():
+            ds = plan.blocks(epoch).map(
+                lambda indices, block: plan.fill(epoch, indices, block),
+                num_parallel_calls=AUTOTUNE,
+                deterministic=reading.order.deterministic,
+            )
+            # Every example is written, also those of a last partial batch that
+            # drop_remainder leaves out of this epoch's output; skipped batches too.
+            return augmented.finish(reading, ds, dropped=False).skip(first)
+
+        # Served from a cache filled before this epoch: its batches are in this
+        # function (its maps instantiated with it, not behind one more of their own).
+        served = _served(plan, epoch, first)
+
+        def quiet_then_served():
+            quiet = plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE)
+            # The served part looks up the cache when it starts: after the fill.
+            return nothing_of(quiet, served.element_spec).concatenate(
+                when_read(lambda: _served(plan, epoch, first))
+            )
+
         return (
-            filled.take(fill_count)
-            .concatenate(quiet.take(quiet_count))
+            when_read(filled)
+            .take(fill_count)
+            .concatenate(when_read(quiet_then_served).take(quiet_count))
             .concatenate(served.take(serve_count))
         )
 
     return one_epoch
+
+
+def plan_epochs(reading: Reading, key: int, cache, blocks, fill, put, serving, *, replay=True):
+    """(`cached_epochs` of the plan these make, `cache`) for either cache (the arena of
+    examples or a `StoreReads`): its size per slot, and whether it is on disk, read
+    from it here. The dataset that uses these epochs keeps `cache` alive
+    (`stores.register`); the plan holds its key alone (TensorFlow keeps the callables)."""
+    slot_bytes = cache.nbytes / max(reading.num_examples, 1)
+    plan = CachedPlan(
+        reading, key, slot_bytes, cache.reads_ahead, blocks, fill, put, serving, replay
+    )
+    return cached_epochs(plan), cache
 
 
 def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
@@ -187,7 +210,14 @@ def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
         with tf.control_dependencies([asked]):
             return tf.identity(slots)
 
-    slots = tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)).map(permuted)
+    serve = plan.serving(epoch)
+    # Each branch is one map (its slots, gather and output): see `augmented.finish`.
+    ds = augmented.finish(
+        reading,
+        tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)),
+        dropped=True,
+        first=lambda i: serve(permuted(i)),
+    )
     if shuffle and plan.replay:
         # Epoch 0 streamed in the order its records came in: replay it.
         streamed = (
@@ -198,17 +228,21 @@ def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
         )
         if drop:
             streamed = streamed.filter(lambda s: tf.shape(s)[0] == block)
+        streamed = augmented.finish(reading, streamed, dropped=True, first=serve)
         zero = tf.equal(epoch, 0)
-        slots = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
-            slots.take(tf.where(zero, tf.constant(0, tf.int64), -1))
+        ds = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
+            ds.take(tf.where(zero, tf.constant(0, tf.int64), -1))
         )
-    ds = slots.map(
-        plan.serving(epoch),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=reading.order.deterministic,
-    )
-    ds = augmented.finish(reading, ds, dropped=True)
     return ds if batched else ds.skip(first)
+
+
+def when_read(make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+    """The dataset `make()` builds, built when an iterator first reads it. Every new
+    iterator (each epoch's) instantiates the function that holds a pipeline: an epoch
+    that builds its fill, its quiet fill and its served batches in its own function
+    instantiates all three at its start, twice the work of one; each behind its own
+    function here, a branch that is not read (take(0)) costs nothing."""
+    return tf.data.Dataset.from_tensors(0).flat_map(lambda _: make())
 
 
 def nothing_of(ds: tf.data.Dataset, spec) -> tf.data.Dataset:
@@ -238,14 +272,14 @@ def supports(element_spec) -> bool:
 
 
 def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
-    """fn(epoch, first) -> that epoch's batches (`cached_epochs`) of the arena of
-    examples: a table of fixed columns (`specs`) that the decoded examples are copied
+    """(fn(epoch, first) -> that epoch's batches (`cached_epochs`), the arena) of the
+    arena of examples: a table of fixed columns (`specs`) that the decoded examples are copied
     into (each at its slot), and served from by a gather in the graph. Its rows live in
     memory, on disk over the budget, or in a persistent file (`arena_rows`)."""
     backing, filled = arena_rows(reading, specs)
     arena = stores.Store(reading.num_examples, _columns(specs), None, backing, filled=filled)
     key = stores.register(arena)  # By key: TensorFlow keeps the callables for good.
-    keys, n = arena.keys, reading.num_examples
+    keys = arena.keys
     block = augmented.block_size(reading)
     deterministic = reading.order.deterministic
 
@@ -268,48 +302,11 @@ def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
         batch[INDEX_KEY] = indices
         return batch
 
-    def serving(_epoch):
-        # The arena reaches the graph through a numpy_function, once per served epoch:
-        # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
-        # into the dataset graph instead would be read whole when the first iterator is
-        # made, inside epoch 1.
-        columns = {
-            k: tf.ensure_shape(
-                tf.numpy_function(
-                    lambda feature: stores.live(key).features[feature.decode()],
-                    [k],
-                    specs[k].dtype,
-                    stateful=True,
-                ),
-                [n, *specs[k].shape],
-            )
-            for k in keys
-        }
-        index = tf.constant(reading.slots.index)
+    serving = gathering(key, specs, reading.slots, lambda arena, name: arena.features[name])
 
-        def gather(slots):
-            batch = {k: tf.gather(column, slots) for k, column in columns.items()}
-            batch[INDEX_KEY] = tf.gather(index, slots)
-            return batch
-
-        return gather
-
-    one_epoch = cached_epochs(
-        CachedPlan(
-            reading,
-            key,
-            arena.nbytes / max(n, 1),
-            arena.reads_ahead,
-            blocks,
-            fill,
-            put,
-            serving,
-            replay=reading.service_address is None,
-        )
+    return plan_epochs(
+        reading, key, arena, blocks, fill, put, serving, replay=reading.service_address is None
     )
-    # The dataset that uses these epochs keeps the arena alive (see `stores.register`).
-    one_epoch.arena = arena
-    return one_epoch
 
 
 def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
@@ -322,6 +319,41 @@ def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
         k: (tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
         for k, spec in specs.items()
     }
+
+
+def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots, column):
+    """fn(epoch) -> fn(slots) -> the output dict of `slots`, each feature of `specs`
+    gathered in the graph from its whole column, `column(cache, name)` of the cache
+    registered under `key`: the arena of examples, and a picture store that serves its
+    rows as they are (a plain read). A gather in the graph costs no Python per batch."""
+    n = len(slots.index)
+
+    def serving(_epoch):
+        # The column reaches the graph through a numpy_function, once per served epoch:
+        # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
+        # into the dataset graph instead would be read whole when the first iterator is
+        # made, inside epoch 1.
+        columns = {
+            k: tf.ensure_shape(
+                tf.numpy_function(
+                    lambda name: column(stores.live(key), name.decode()),
+                    [k],
+                    spec.dtype,
+                    stateful=True,
+                ),
+                [n, *spec.shape],
+            )
+            for k, spec in specs.items()
+        }
+
+        def gather(at):
+            batch = {k: tf.gather(values, at) for k, values in columns.items()}
+            batch[INDEX_KEY] = slots.tf_index(at)
+            return batch
+
+        return gather
+
+    return serving
 
 
 # -- the picture store with augment=: pictures decoded once, crops cut every epoch ----
@@ -360,6 +392,20 @@ class StoreReads:
     @property
     def pictures(self) -> store.PictureCache:
         return self.store.pictures
+
+    @property
+    def reads_ahead(self) -> bool:
+        return self.store.reads_ahead
+
+    @property
+    def serves_rows(self) -> bool:
+        """Whether a served batch of the largest size is the stored rows as they are:
+        nothing drawn, every picture stored at the output size (a plain read)."""
+        return (self.augment is None or self.augment == step.NO_AUGMENT) and self.pictures.uniform
+
+    def column(self, name: str) -> np.ndarray:
+        """The whole column `name` (a view): the pictures as rows, or a feature."""
+        return self.store.pictures.rows() if name == "image" else self.store.features[name]
 
     def begin(self, streamed: bool) -> np.int64:
         return self.store.begin(streamed)
@@ -477,13 +523,12 @@ def make_cache(reading: Reading) -> StoreReads:
 
 
 def cached_batches(reading: Reading):
-    """fn(epoch, first) -> that epoch's batches (`cached_epochs`) of the picture store:
-    each block's pictures decoded into the store and the block cut from it by the
-    serving step (epoch 0), then every batch cut from the store."""
+    """(fn(epoch, first) -> that epoch's batches (`cached_epochs`), the `StoreReads`) of
+    the picture store: each block's pictures decoded into the store and the block cut
+    from it by the serving step (epoch 0), then every batch cut from the store."""
     cache = make_cache(reading)
     key, keys, specs = cache.key, cache.keys, cache.specs
     shape = augmented.image_shape(reading)
-    n = len(cache.slots.index)
 
     def parts(indices, batch):
         """(the block's output keys, what the store writes: [indices, JPEGs, windows,
@@ -510,8 +555,7 @@ def cached_batches(reading: Reading):
             stateful=True,
         )
 
-    def serving(epoch):
-        index = tf.constant(cache.slots.index)
+    def cut(epoch):
 
         def gather(slots):
             served = tf.numpy_function(
@@ -523,26 +567,18 @@ def cached_batches(reading: Reading):
             batch = {"image": tf.ensure_shape(served[0], shape)}
             for k, values in zip(keys, served[1:], strict=True):
                 batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
-            batch[INDEX_KEY] = tf.gather(index, slots)
+            batch[INDEX_KEY] = cache.slots.tf_index(slots)
             return batch
 
         return gather
 
-    one_epoch = cached_epochs(
-        CachedPlan(
-            reading,
-            key,
-            cache.nbytes / max(n, 1),
-            cache.store.reads_ahead,
-            lambda epoch: augmented.epoch_blocks(reading, epoch),
-            fill,
-            put,
-            serving,
-        )
-    )
-    # The dataset that uses these epochs keeps the cache alive (see `stores.register`).
-    one_epoch.keep = cache
-    return one_epoch
+    serving = cut
+    if cache.serves_rows and reading.size_schedule is None:  # Gathered in the graph.
+        rows = {"image": tf.TensorSpec(shape[1:], tf.uint8), **specs}
+        serving = gathering(key, rows, cache.slots, StoreReads.column)
+
+    blocks = functools.partial(augmented.epoch_blocks, reading)
+    return plan_epochs(reading, key, cache, blocks, fill, put, serving)
 
 
 # Records per block of the header pass (reference sizes before epoch 1).

@@ -35,34 +35,33 @@ _ENDLESS = 2**62
 NO_AUTOGRAPH = tf.autograph.experimental.do_not_convert
 
 
-def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
+def repeat_epochs(make_epoch: MakeEpoch, reading: Reading, cache: object = None) -> tf.data.Dataset:
     """The epochs of one iteration from the clock's start ─ prefetch ─ delivered (the
-    clock told of each completed pass), with the dataset's exact length."""
+    clock told of each completed pass), with the dataset's exact length. `cache`: the
+    arena or picture store the epochs' numpy functions reach by key (None: no cache),
+    which the dataset keeps alive."""
     # Its iterators run numpy functions on tf.data's threads: closed before Python's
     # finalization, or a script that stops reading them hangs at exit (`exit_iterators`).
     exit_iterators.close_at_exit()
     per_epoch = batches_per_epoch(reading)
     clock = PassClock(per_epoch, endless=reading.epochs is None)
-    keep = make_epoch
     if reading.padded_examples is not None:
         make_epoch = _padded(make_epoch, reading, per_epoch)
 
-    @NO_AUTOGRAPH
-    def start(_):
-        def where():
-            at = clock.start()
-            return np.array([at.epoch, at.batch], np.int64)
-
-        return tf.ensure_shape(tf.numpy_function(where, [], tf.int64, stateful=True), [2])
-
     finite = reading.epochs is not None
 
+    def where():
+        at = clock.start()
+        return np.array([at.epoch, at.batch], np.int64)
+
     @NO_AUTOGRAPH
-    def passes(at):
-        """(epoch, `at`) for each pass of the iteration that starts at `at`: `epochs`
-        passes, one more when it starts mid-epoch (set_epoch with a batch): it then
-        ends as far into the pass after its last, and the next iteration goes on from
-        there. No function here: each one costs its instantiation at every iterator."""
+    def passes(_):
+        """(epoch, `at`) for each pass of the iteration that starts where the clock says
+        (`at`: [epoch, batch]): `epochs` passes, one more when it starts mid-epoch
+        (set_epoch with a batch): it then ends as far into the pass after its last, and
+        the next iteration goes on from there. No function of its own for the clock:
+        each one costs its instantiation (grappler's pass over it) at every iterator."""
+        at = tf.ensure_shape(tf.numpy_function(where, [], tf.int64, stateful=True), [2])
         first_epoch, first_batch = at[0], at[1]
         count = tf.constant(_ENDLESS, tf.int64)
         if finite:
@@ -72,7 +71,8 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
 
     @NO_AUTOGRAPH
     def one_epoch(epoch, at):
-        """The batches of pass `epoch`, tagged (epoch, position, ends the iteration).
+        """The batches of pass `epoch`, tagged ([epoch, stop], (position, batch)): the
+        iteration ends after position stop - 1 (stop -1: at the pass's end).
         From an epoch's start the pass runs to its end (no `take`): a cache in it
         (Dataset.cache, the file cache) completes only when its input ends; only the
         extra pass of an iteration started mid-epoch stops where that one started."""
@@ -85,16 +85,19 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
                 num_parallel_calls=AUTOTUNE,
                 deterministic=reading.order.deterministic,
             )
-        if not finite:
-            return ds.map(lambda position, batch: ((epoch, position, False), batch))
-        last = tf.logical_and(first_batch > 0, epoch == first_epoch + reading.epochs)
-        stop = tf.where(last, first_batch, tf.constant(-1, tf.int64))
-        ds = ds.take(stop)
-        return ds.map(lambda position, batch: ((epoch, position, position == stop - 1), batch))
+        stop = tf.constant(-1, tf.int64)
+        if finite:
+            last = tf.logical_and(first_batch > 0, epoch == first_epoch + reading.epochs)
+            stop = tf.where(last, first_batch, stop)
+            ds = ds.take(stop)
+        # Tagged by a zip, not a map: a map's function is instantiated at every epoch.
+        tags = tf.data.Dataset.from_tensors(tf.stack([epoch, stop])).repeat()
+        return tf.data.Dataset.zip(tags, ds)
 
     @NO_AUTOGRAPH
-    def deliver(tag, batch):
-        epoch, position, ends_iteration = tag
+    def deliver(tag, numbered):
+        (epoch, stop), (position, batch) = tf.unstack(tag), numbered
+        ends_iteration = position == stop - 1
 
         def delivered(epoch, position):
             epoch, position = int(epoch), int(position)
@@ -115,7 +118,7 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
     # The passes and their batches are two flat_maps in a row, not one inside the other:
     # a new iterator instantiates (and optimizes) every function it reaches, and a
     # nested one holds the whole pipeline, optimized again at every epoch's start.
-    ds = tf.data.Dataset.from_tensors(0).map(start).flat_map(passes).flat_map(one_epoch)
+    ds = tf.data.Dataset.from_tensors(0).flat_map(passes).flat_map(one_epoch)
     ds = ds.prefetch(AUTOTUNE).map(deliver)
     if reading.service_address is None or reading.service_sharding == "dynamic":
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))
@@ -132,10 +135,8 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading) -> tf.data.Dataset:
     tf_options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
     ds = ds.with_options(tf_options)
     ds._fast_tfds_clock = clock
-    # The arena or picture cache the epochs' numpy functions reach by key: datasets made
-    # from this one keep it alive, and it goes with them.
-    ds._fast_tfds_arena = getattr(keep, "arena", None)
-    ds._fast_tfds_augment_cache = getattr(keep, "keep", None)
+    # Datasets made from this one keep the cache alive, and it goes with them.
+    ds._fast_tfds_cache = cache
     # The shards' local copies (a bucket's), if the epochs read any: the same.
     return records.keep_copies(ds, reading.__dict__.get("shard_copies"))
 

@@ -22,6 +22,9 @@ from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
 MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
+# (fn(epoch, first) -> that epoch's batches, the cache its numpy functions reach by key
+# or None): `epochs.repeat_epochs` keeps the cache alive with the dataset.
+Epochs = tuple[MakeEpoch, object]
 
 
 class Plan(enum.Enum):
@@ -67,13 +70,13 @@ def choose_plan(reading: Reading) -> Plan:
     return Plan.PER_EXAMPLE
 
 
-def _arena_of_examples(reading: Reading) -> MakeEpoch:
+def _arena_of_examples(reading: Reading) -> Epochs:
     """Plan.ARENA_OF_EXAMPLES: decoded examples shuffled ─ batched ─ copied into the
     arena (epoch 1); later epochs gather from the arena."""
     return cached.arena_batches(reading, reading.examples().element_spec[1])
 
 
-def _per_example(reading: Reading) -> MakeEpoch:
+def _per_example(reading: Reading) -> Epochs:
     """Plan.PER_EXAMPLE: decoded examples ─ cache (in memory or files) ─ shuffle buffer
     ─ batch ─ output.
 
@@ -121,26 +124,26 @@ def _per_example(reading: Reading) -> MakeEpoch:
         ds = ds.skip(first)
         return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
-    return one_epoch
+    return one_epoch, None
 
 
-def _cached(reading: Reading) -> MakeEpoch:
+def _cached(reading: Reading) -> Epochs:
     """Plan.CACHED: records shuffled ─ blocks parsed ─ pictures decoded into the store
     and the block served from it (epoch 1); later epochs: a permutation of the split ─
     each batch served from the store ─ output."""
     return cached.cached_batches(reading)
 
 
-def _stream(reading: Reading) -> MakeEpoch:
+def _stream(reading: Reading) -> Epochs:
     """Plan.STREAM: records shuffled (still serialized: a smaller buffer entry than a
     parsed example) ─ blocks parsed ─ windows drawn, only what they need decoded,
     flipped and jittered ─ output."""
-    return augment_dataset.stream(reading)
+    return augment_dataset.stream(reading), None
 
 
-# Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on; the
-# caller (`epochs.repeat_epochs`) numbers the passes.
-PIPELINES: dict[Plan, Callable[[Reading], MakeEpoch]] = {
+# Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on, and
+# the cache it reaches (`Epochs`); the caller (`epochs.repeat_epochs`) numbers the passes.
+PIPELINES: dict[Plan, Callable[[Reading], Epochs]] = {
     Plan.CACHED: _cached,
     Plan.STREAM: _stream,
     Plan.ARENA_OF_EXAMPLES: _arena_of_examples,

@@ -129,7 +129,8 @@ def read_split(
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)
-    return repeat_epochs(plans.PIPELINES[plan](reading), reading)
+    make_epoch, cache = plans.PIPELINES[plan](reading)
+    return repeat_epochs(make_epoch, reading, cache)
 
 
 def _options(options: ReadOptions | None, keywords: dict[str, Any]) -> ReadOptions:

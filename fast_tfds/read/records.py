@@ -382,3 +382,12 @@ class Slots:
         starts = tf.constant(self.starts)
         k = tf.searchsorted(starts, indices, side="right") - 1
         return tf.gather(tf.constant(self.firsts), k) + indices - tf.gather(starts, k)
+
+    def tf_index(self, slots: tf.Tensor) -> tf.Tensor:
+        """`index[slots]` in the graph, from the instructions' runs: no constant of the
+        whole index in the graph (every new iterator's instantiation copies it)."""
+        if len(self.starts) == 1 or np.array_equal(self.starts, self.firsts):
+            return slots + int(self.starts[0] - self.firsts[0])
+        firsts = tf.constant(self.firsts)
+        k = tf.searchsorted(firsts, slots, side="right") - 1
+        return tf.gather(tf.constant(self.starts), k) + slots - tf.gather(firsts, k)

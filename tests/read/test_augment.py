@@ -605,7 +605,7 @@ def ds_cache(ds):
     seen, todo = set(), [ds]
     while todo:
         d = todo.pop()
-        cache = getattr(d, "_fast_tfds_augment_cache", None)
+        cache = getattr(d, "_fast_tfds_cache", None)
         if cache is not None:
             return cache
         seen.add(id(d))
