@@ -252,15 +252,20 @@ def _object_of(path: str) -> tuple[str | None, bool]:
 
 
 class Proxy:
-    """A loopback HTTP proxy to the emulator: CONNECT + TLS for TensorFlow's client,
-    plain HTTP for gcsfs and array_record. It records every request (`requests`),
-    sleeps `latency_s` before forwarding each one, and drops every connection while
-    `gone` is set (as a network does to a bucket that went away)."""
+    """A loopback HTTP proxy to an emulator: CONNECT + TLS for TensorFlow's client,
+    plain HTTP for gcsfs and array_record (and for the S3 and Azure emulators behind it,
+    `tests.bucket.stores`: their objects are named as the XML API's, /BUCKET/NAME). It
+    records every request (`requests`), sleeps `latency_s` before forwarding each one,
+    and drops every connection while `gone` is set (as a network does to a bucket that
+    went away)."""
 
-    def __init__(self, upstream_port: int, cert: Path, key: Path):
+    def __init__(self, upstream_port: int, cert: Path | None = None, key: Path | None = None):
         self.upstream_port = upstream_port
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert, key)
+        # Without a certificate: plain HTTP only (the S3 and Azure clients take an endpoint).
+        self.context = None
+        if cert is not None:
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(cert, key)
         self.latency_s = 0.0
         self.listing_latency_s = 0.0  # more, for listings of objects only
         # Requests for objects whose name ends with `held` wait until `release` is set
@@ -320,7 +325,7 @@ class Proxy:
             if first is None:
                 return
             method, target, headers = first
-            if method == "CONNECT":
+            if method == "CONNECT" and self.context is not None:
                 host = target.rsplit(":", 1)[0]
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 conn = self.context.wrap_socket(conn, server_side=True)
@@ -470,6 +475,8 @@ def _read_body(stream, headers: dict[str, str]) -> bytes:
 
 class Bucket:
     """An emulated bucket behind a proxy; `env()` is what a child process reading it needs."""
+
+    scheme = "gs"
 
     def __init__(self, folder: Path, name: str = "fast-tfds-test"):
         self.name = name
