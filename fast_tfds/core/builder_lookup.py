@@ -53,15 +53,18 @@ def load_builder(
     check_readable_location("builder_dir", builder_dir)
     folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
     if copy_metadata is not None and folder is not None and "://" in folder:
-        argument = "builder_dir" if builder_dir is not None else "data_dir"
         try:
             local = copy_metadata(folder)
         except FileNotFoundError as error:
-            raise DatasetNotBuilt(
-                f"{argument}={os.fspath(builder_dir or data_dir)!r}: {folder} is not built or "
-                f"not published yet ({error}); fast_tfds reads builds from an object store "
-                "and never builds into one: build it into a local data_dir and copy the "
-                "version folder there, its dataset_info.json last"
+            raise _not_in_store(
+                name,
+                config,
+                folder,
+                builder_dir,
+                download_and_prepare,
+                download_config,
+                file_format,
+                error,
             ) from None
         if local is not None:
             builder = tfds.builder_from_directory(local)
@@ -146,6 +149,38 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
             f"s3fs: pip install 'fast-image-tfds[s3]') or copy it to a local folder "
             f"(`aws s3 sync s3://{text.split('://', 1)[1]} {local}`)"
         )
+
+
+def _not_in_store(
+    name: str,
+    config: str | None,
+    folder: str,
+    builder_dir: str | os.PathLike | None,
+    download_and_prepare: bool,
+    download_config: tfds.download.DownloadConfig | None,
+    file_format: str | None,
+    why: Exception,
+) -> DatasetNotBuilt:
+    """The one line for a version folder in an object store that holds no build (or
+    half of one: its metadata is uploaded last). A build is read from a store, never
+    made there: the command builds it locally, to be copied there."""
+    if builder_dir is not None:
+        return DatasetNotBuilt(
+            f"builder_dir={os.fspath(builder_dir)!r}: no build there, or not published yet ({why})"
+        )
+    local = tfds.builder(name, config=None if config is None else str(config))
+    what = local.info.full_name
+    root = folder[: -len(what)].rstrip("/")
+    command = build_command(local, download_config, file_format)
+    copy = (
+        f"run `{command}` and copy {local.data_dir} to {folder}, its dataset_info.json last "
+        f"(a build in an object store is read, never made there: {why})"
+    )
+    if not download_and_prepare:
+        return DatasetNotBuilt(f"download_and_prepare=False: {what} is not built in {root}; {copy}")
+    return DatasetNotBuilt(
+        f"download_and_prepare=True: {what} is not built in {root}, or not published yet; {copy}"
+    )
 
 
 def config_names(name: str) -> set[str]:

@@ -350,21 +350,30 @@ class Proxy:
                     time.sleep(self.latency_s)
                 if self.listing_latency_s and _is_listing(_origin_form(target)):
                     time.sleep(self.listing_latency_s)
-                if upstream is None:
-                    upstream = http.client.HTTPConnection(
-                        "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
-                    )
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
-                try:
-                    if forward.get("range", "").startswith("bytes=-"):
-                        forward["range"] = self._suffix_range(upstream, path, forward["range"])
-                    upstream.request(method, path, body=body or None, headers=forward)
-                    response = upstream.getresponse()
-                    payload = response.read()
-                except OSError:
-                    self._record(method, host, target, 0, 0)
-                    return
+                while True:
+                    # A kept-alive connection to the server that it closed meanwhile (Azurite,
+                    # Node's, closes idle ones after 5 s) is made again once, as a proxy
+                    # does; a fresh one that fails is the server gone.
+                    fresh = upstream is None
+                    if fresh:
+                        upstream = http.client.HTTPConnection(
+                            "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
+                        )
+                    try:
+                        if forward.get("range", "").startswith("bytes=-"):
+                            forward["range"] = self._suffix_range(upstream, path, forward["range"])
+                        upstream.request(method, path, body=body or None, headers=forward)
+                        response = upstream.getresponse()
+                        payload = response.read()
+                        break
+                    except OSError:
+                        upstream.close()
+                        upstream = None
+                        if fresh:
+                            self._record(method, host, target, 0, 0)
+                            return
                 status, reason = response.status, response.reason
                 answer = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
                 beyond = _beyond_the_end(status, response.getheader("content-range"))
@@ -529,6 +538,10 @@ class Bucket:
             return self.metadata(name, conn)["generation"]
         finally:
             conn.close()
+
+    def version(self, name: str) -> str:
+        """What identifies the object's content in the bucket (its generation)."""
+        return self.metadata(name)["generation"]
 
     def metadata(self, name: str, conn: http.client.HTTPConnection | None = None) -> dict:
         """The object's metadata (size, generation, crc32c, ...), straight from the emulator."""

@@ -93,8 +93,15 @@ class Store:
                 count += 1
         return count
 
-    def rewrite(self, name: str, data: bytes) -> None:
+    def rewrite(self, name: str, data: bytes) -> str:
+        """Uploads `data` as object `name` again, so that the store says it changed (as
+        a new upload of a shard would); its new version (`version`)."""
         self.put(name, data)
+        return self.version(name)
+
+    def version(self, name: str) -> str:
+        """What identifies the object's content in the store (its ETag)."""
+        raise NotImplementedError
 
     def stop(self) -> None:
         """Ends the server (and with it every object): the store is gone."""
@@ -147,6 +154,26 @@ class S3Bucket(Store):
     def delete(self, name: str) -> None:
         self._client().delete_object(Bucket=self.name, Key=name)
 
+    def rewrite(self, name: str, data: bytes) -> str:
+        # The same bytes put again keep their ETag (their MD5): S3 says nothing changed.
+        # Uploaded in parts (here one), the ETag is the parts' MD5s' MD5, suffixed "-1":
+        # the object is new to the store, as a shard uploaded anew by another tool.
+        client = self._client()
+        upload = client.create_multipart_upload(Bucket=self.name, Key=name)["UploadId"]
+        part = client.upload_part(
+            Bucket=self.name, Key=name, UploadId=upload, PartNumber=1, Body=data
+        )
+        client.complete_multipart_upload(
+            Bucket=self.name,
+            Key=name,
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]},
+        )
+        return self.version(name)
+
+    def version(self, name: str) -> str:
+        return self._client().head_object(Bucket=self.name, Key=name)["ETag"]
+
 
 class AzureContainer(Store):
     """Azurite's blob service, in memory (`--inMemoryPersistence`)."""
@@ -191,6 +218,10 @@ class AzureContainer(Store):
 
     def delete(self, name: str) -> None:
         self._container().delete_blob(name)
+
+    def version(self, name: str) -> str:
+        # Every write of a blob gives it a new ETag, the same bytes' included.
+        return self._container().get_blob_client(name).get_blob_properties().etag
 
 
 def azurite_required() -> bool:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 import weakref
 
+from fast_tfds.cache.remote.copies import remove_owned
 from fast_tfds.cache.remote.object_stores import (
     NoAnswer,
     ObjectStore,
@@ -77,7 +77,7 @@ def _copy(store: ObjectStore, folder: str) -> str:
     if not any(n.rsplit("/", 1)[-1] == INFO for n in metadata):
         raise NotPublished(f"{folder} has no {INFO}")
     local = tempfile.mkdtemp(prefix=PREFIX)
-    weakref.finalize(_KEEP, shutil.rmtree, local, True)  # at exit
+    weakref.finalize(_KEEP, remove_owned, local, os.getpid())  # at exit
     client = store.client()
     for name in metadata:
         client.get_file(name, os.path.join(local, name.rsplit("/", 1)[-1]))
