@@ -44,6 +44,8 @@ from pathlib import Path
 START_TIMEOUT_S = 120
 UPSTREAM_TIMEOUT_S = 60
 HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
+# Azurite's development account (tests/bucket/stores.py), the first part of its paths.
+AZURITE_ACCOUNT = "devstoreaccount1"
 HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -245,8 +247,11 @@ def _object_of(path: str) -> tuple[str | None, bool]:
         if name and not parsed.path.startswith("/upload/"):
             return urllib.parse.unquote(name), media or parsed.path.startswith("/download/")
         return None, False
+    if len(parts) > 3 and parts[1] == AZURITE_ACCOUNT:
+        # Azurite's blobs: /ACCOUNT/CONTAINER/NAME
+        return urllib.parse.unquote("/".join(parts[3:])), True
     if len(parts) > 2 and parts[1] not in ("storage", "upload", "batch", "download"):
-        # XML API: /BUCKET/NAME
+        # XML API (and S3's, path-style): /BUCKET/NAME
         return urllib.parse.unquote("/".join(parts[2:])), True
     return None, False
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from tests.bucket.emulated import (
+    AZURITE_ACCOUNT,
     START_TIMEOUT_S,
     EmulatorUnavailable,
     Proxy,
@@ -33,7 +34,7 @@ from tests.helpers import REPO
 # What scripts/test.sh installs (npm install --prefix .azurite azurite@VERSION).
 AZURITE = REPO / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
 # Azurite's well-known development account (its documentation publishes the key).
-AZURE_ACCOUNT = "devstoreaccount1"
+AZURE_ACCOUNT = AZURITE_ACCOUNT
 AZURE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
