@@ -15,10 +15,10 @@ uploads the metadata last, so a reader never opens a half-published build.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import tempfile
-import weakref
 
 from fast_tfds.cache.remote.copies import remove_owned
 from fast_tfds.cache.remote.object_stores import (
@@ -77,15 +77,8 @@ def _copy(store: ObjectStore, folder: str) -> str:
     if not any(n.rsplit("/", 1)[-1] == INFO for n in metadata):
         raise NotPublished(f"{folder} has no {INFO}")
     local = tempfile.mkdtemp(prefix=PREFIX)
-    weakref.finalize(_KEEP, remove_owned, local, os.getpid())  # at exit
+    atexit.register(remove_owned, local, os.getpid())  # the builder reads it while it lives
     client = store.client()
     for name in metadata:
         client.get_file(name, os.path.join(local, name.rsplit("/", 1)[-1]))
     return local
-
-
-class _Keeper:
-    """What the copies' removal at exit hangs on (one object for the process)."""
-
-
-_KEEP = _Keeper()
