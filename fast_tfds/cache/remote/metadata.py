@@ -3,11 +3,12 @@ loads its builder (`core.builder_lookup.load_builder`).
 
 TFDS reads a version folder through etils, which reads a bucket through TensorFlow's file
 systems: gs:// only (TensorFlow's S3 support left for tensorflow-io, which does not load on
-TensorFlow 2.18+), and switching etils to fsspec (EPATH_USE_TF) is process-wide. The
-metadata is a few small files (dataset_info.json, features.json, a label file), so they
-are copied through the store's fsspec client into a temporary folder, the builder is
-loaded from that copy, and its splits then name the shard objects in the store, which
-the readers copy whole (`copies`). A store's shards are never read through TensorFlow.
+TensorFlow 2.18+; it never read Azure), and switching etils to fsspec (EPATH_USE_TF) is
+process-wide. For the stores TensorFlow cannot read, the metadata (a few small files:
+dataset_info.json, features.json, a label file) is copied through the store's fsspec
+client into a temporary folder, the builder is loaded from that copy, and its splits then
+name the shard objects in the store, which the readers copy whole (`copies`). TFDS keeps
+reading gs:// builds itself.
 
 A folder without dataset_info.json is not built, or not published yet: a publisher
 uploads the metadata last, so a reader never opens a half-published build.
@@ -44,18 +45,17 @@ class NotPublished(FileNotFoundError):
 def copy(folder: str) -> str | None:
     """A local folder holding the metadata files of version folder `folder` (a url), for
     `tfds.builder_from_directory`; removed when the process ends. None where `folder` is
-    not in a store, or is one TensorFlow reads (gs://) and its client is not installed:
-    TFDS then reads it itself. An ImportError naming the extra where the client is
-    missing and TensorFlow cannot read the store; `NotPublished` where the folder has no
+    not in a store, or in one TensorFlow reads (gs://): TFDS reads it itself there, as it
+    always has (through TensorFlow, or gcsfs with EPATH_USE_TF=false), and a slow listing
+    is the persistent cache's to tell, not a failed opening. An ImportError naming the
+    extra where the client is missing; `NotPublished` where the folder has no
     dataset_info.json; a one-line `BucketReadError` where the store does not answer."""
     store = store_of(folder)
-    if store is None:
+    if store is None or store.tensorflow_reads:
         return None
     missing = store.needs_client(folder)
     if missing is not None:
         raise missing
-    if not store.installed():
-        return None
     folder = folder.rstrip("/")
     timeout = timeout_s()
     try:
