@@ -27,6 +27,11 @@ LOADER = [
 # persist=True's key holds each object's size and generation, listed through it
 # (fast_tfds/cache/remote/).
 GCS = ["gcsfs>=2026.10.1"]
+# Shards in S3 (or an S3-compatible store) and Azure Blob Storage: the same, through s3fs
+# (key: size and ETag) and adlfs (size and ETag). TensorFlow reads neither store, so each
+# is needed for any read from it.
+S3 = ["s3fs>=2026.9.0"]
+AZURE = ["adlfs>=2026.8.0"]
 # Keras on JAX with the loader, and Orbax checkpoints of its iterator beside a model
 # (docs/jax-pytorch.md): the CPU build of jax; a GPU machine installs "jax[cuda12]" itself.
 JAX = ["jax>=0.4.35", "orbax-checkpoint>=0.11.0"]
@@ -39,6 +44,8 @@ TEST = [
     # tests/bucket: an emulated GCS bucket (gcsfs, in [gcs], is also gs:// for TFDS where
     # TensorFlow is not installed: etils' gs:// back end then).
     "gcp-storage-emulator>=2026.7.19",
+    # ... and S3 on loopback (moto's server; Azurite, for Azure, is npm's: scripts/test.sh).
+    "moto[server]>=5.1",
 ]
 
 setup(
@@ -121,11 +128,13 @@ setup(
         "demo": DEMO,
         "loader": LOADER,
         "gcs": GCS,
+        "s3": S3,
+        "azure": AZURE,
         "bench": sorted({*BENCH, *LOADER}),
         "jax": sorted({*LOADER, *JAX}),
         # The tests cover the samples, the benchmark, the loader and its JAX recipes too
         # (not torch).
-        "test": sorted({*DEMO, *BENCH, *LOADER, *JAX, *GCS, *TEST}),
+        "test": sorted({*DEMO, *BENCH, *LOADER, *JAX, *GCS, *S3, *AZURE, *TEST}),
     },
     entry_points={
         "console_scripts": ["fast-tfds=fast_tfds.cli:main"],

@@ -2,6 +2,10 @@
 
     python -m benchmarks bucket --images-per-class 300 --latencies 0,20,50 --rounds 1
 
+With `--store s3`, from S3 instead: moto's server (`tests/bucket/stores.py`) behind the
+same proxy and its latency per request; the `article` pipeline (TensorFlow's file system,
+which reads no s3://) and the options about TensorFlow's GCS client are not run there.
+
 The bucket is `tests/bucket/emulated.py`'s: gcp-storage-emulator behind a loopback
 proxy that TensorFlow's GCS client reaches through TLS and array_record and gcsfs
 through plain HTTP; the proxy sleeps the given milliseconds before forwarding each
@@ -222,7 +226,9 @@ class CpuMeter:
     meanwhile)."""
 
     def __init__(self, bucket=None):
-        self.emulator_pid = None if bucket is None else bucket.emulator.process.pid
+        # The GCS emulator's process is `bucket.emulator.process`; S3's server, `bucket.process`.
+        server = getattr(bucket, "emulator", bucket)
+        self.emulator_pid = None if bucket is None else server.process.pid
 
     def __enter__(self):
         self.start = (cpu_of(self.emulator_pid), _rusage(resource.RUSAGE_SELF))
@@ -327,6 +333,12 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workdir", default="fast_tfds_bench")
     parser.add_argument(
+        "--store",
+        choices=("gs", "s3"),
+        default="gs",
+        help="the store read from: gs (gcp-storage-emulator) or s3 (moto's server)",
+    )
+    parser.add_argument(
         "--loader-threads",
         type=int,
         help="also the loader with num_threads=N (default: one thread per core)",
@@ -369,7 +381,9 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     )
     args = parser.parse_args(argv)
     args.persist = args.persist or args.persist_only
-    pipelines = list(PIPELINES)
+    if args.store != "gs" and (args.tf_gcs_client or args.gcs_block_mb or args.gcsfs_metadata):
+        parser.error(f"--store {args.store}: the options about TensorFlow's GCS client are gs's")
+    pipelines = [p for p in PIPELINES if args.store == "gs" or p != "article"]
     if args.loader_threads:
         pipelines.append(f"as_fast_loader:{args.loader_threads}")
     if args.tf_gcs_client:
@@ -389,12 +403,13 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
 
     sys.path.insert(0, str(REPO_ROOT))
     from tests.bucket.emulated import Bucket
+    from tests.bucket.stores import S3Bucket
 
     tfrecords = sample_data_dir("cats_vs_dogs_fast", Path(args.workdir), args.images_per_class)
     array_records = array_record_dir(Path(args.workdir), args.images_per_class)
     local = {p: array_records if "loader" in p else tfrecords for p in pipelines}
     scratch = Path(tempfile.mkdtemp(prefix="bucket-bench-"))
-    bucket = Bucket(scratch)
+    bucket = Bucket(scratch) if args.store == "gs" else S3Bucket(scratch / "s3")
     rates: dict[tuple[str, str], list[float]] = {}
     persisted: dict[tuple[str, int], list[dict[str, float]]] = {}
     try:
@@ -519,9 +534,9 @@ def epoch_one_table(rates, pipelines, latencies, args) -> None:
             # The article's pipeline with the same TensorFlow settings.
             same = "article" + (f"+{pipeline.split('+')[1]}" if "+" in pipeline else "")
             same = "article" if same.endswith(GCSFS_METADATA) else same  # its setting is ours
-            article = median(same, f"{ms} ms")
             ratios = f"{rate / base:.2f}x its local copy"
-            if not pipeline.startswith("article"):
+            if not pipeline.startswith("article") and same in pipelines:  # not over s3://
+                article = median(same, f"{ms} ms")
                 ratios += f", {rate / article:.2f}x {same} at +{ms} ms"
             if baseline := against_baseline(pipeline, f"{ms} ms"):
                 ratios += f", {baseline}"

@@ -9,6 +9,7 @@ works as printed from any folder (see `fast_tfds.core.commands`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import tensorflow_datasets as tfds
 from etils import epath
@@ -29,6 +30,7 @@ def load_builder(
     download_and_prepare: bool = True,
     download_config: tfds.download.DownloadConfig | None = None,
     file_format: str | None = None,
+    copy_metadata: Callable[[str], str | None] | None = None,
 ) -> tfds.core.DatasetBuilder:
     """The builder for `name`/`config`, built first when asked to and needed.
 
@@ -36,15 +38,38 @@ def load_builder(
       name: a registered dataset name (its package imported), e.g. 'cats_vs_dogs_fast'.
       data_dir: TFDS data dir (default: TFDS's own).
       config: a config name; None for the dataset's default.
-      builder_dir: a built version folder to read instead (local or gs://).
+      builder_dir: a built version folder to read instead (local, gs://, s3://, az://).
       download_and_prepare: build the dataset if it is not built yet; if False,
         a missing dataset raises `DatasetNotBuilt` with the command that builds it.
       download_config: passed to the build, e.g. with a manual_dir.
       file_format: what a build writes ('array_record' for the Grain loader);
         None for TFDS's default (TFRecord).
+      copy_metadata: how a version folder in an object store is read (the readers pass
+        `fast_tfds.cache.remote.metadata.copy`; `core` imports nothing of `cache`): its
+        metadata copied to a local folder, which it gives, or None where TFDS reads the
+        folder itself; FileNotFoundError where the folder holds no build.
     """
     check_readable_location("data_dir", data_dir)
     check_readable_location("builder_dir", builder_dir)
+    folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
+    if copy_metadata is not None and folder is not None and "://" in folder:
+        try:
+            local = copy_metadata(folder)
+        except FileNotFoundError as error:
+            raise _not_in_store(
+                name,
+                config,
+                folder,
+                builder_dir,
+                download_and_prepare,
+                download_config,
+                file_format,
+                error,
+            ) from None
+        if local is not None:
+            builder = tfds.builder_from_directory(local)
+            builder.info.update_data_dir(folder)  # the shards are read from the store
+            return builder
     if builder_dir is not None:
         path = os.fspath(builder_dir)
         if not epath.Path(path).exists():
@@ -102,10 +127,10 @@ def version_folder(
     return "/".join([*parts, str(version)])
 
 
-# Object stores that neither back end can read: TensorFlow's S3 file system left the
-# core in 2.6 for tensorflow-io (which does not load on TensorFlow 2.18+), and
-# array_record reads local files and gs:// only.
-UNREADABLE_SCHEMES = ("s3", "s3a", "s3n")
+# Hadoop's names for S3, which no client here reads: the readers read s3:// through s3fs
+# (`fast_tfds.cache.remote`), and TensorFlow's own S3 file system left the core in 2.6
+# for tensorflow-io, which does not load on TensorFlow 2.18+.
+UNREADABLE_SCHEMES = ("s3a", "s3n")
 
 
 def check_readable_location(argument: str, path: str | os.PathLike | None) -> None:
@@ -119,11 +144,43 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
         if argument == "builder_dir":  # a version folder: keep its name/config/version
             local += "/" + "/".join(text.rstrip("/").split("/")[-3:])
         raise ValueError(
-            f"{argument}={text!r}: neither TensorFlow 2.18+ nor array_record reads {scheme}:// "
-            "(TensorFlow's S3 support moved to tensorflow-io, which does not load on current "
-            f"TensorFlow); copy it to a local folder (`aws s3 sync {text} {local}`) or to a "
-            f"gs:// bucket, and pass that as {argument}"
+            f"{argument}={text!r}: {scheme}:// is Hadoop's name for S3, which nothing here "
+            f"reads; pass it as {argument}='s3://{text.split('://', 1)[1]}' (read through "
+            f"s3fs: pip install 'fast-image-tfds[s3]') or copy it to a local folder "
+            f"(`aws s3 sync s3://{text.split('://', 1)[1]} {local}`)"
         )
+
+
+def _not_in_store(
+    name: str,
+    config: str | None,
+    folder: str,
+    builder_dir: str | os.PathLike | None,
+    download_and_prepare: bool,
+    download_config: tfds.download.DownloadConfig | None,
+    file_format: str | None,
+    why: Exception,
+) -> DatasetNotBuilt:
+    """The one line for a version folder in an object store that holds no build (or
+    half of one: its metadata is uploaded last). A build is read from a store, never
+    made there: the command builds it locally, to be copied there."""
+    if builder_dir is not None:
+        return DatasetNotBuilt(
+            f"builder_dir={os.fspath(builder_dir)!r}: no build there, or not published yet ({why})"
+        )
+    local = tfds.builder(name, config=None if config is None else str(config))
+    what = local.info.full_name
+    root = folder[: -len(what)].rstrip("/")
+    command = build_command(local, download_config, file_format)
+    copy = (
+        f"run `{command}` and copy {local.data_dir} to {folder}, its dataset_info.json last "
+        f"(a build in an object store is read, never made there: {why})"
+    )
+    if not download_and_prepare:
+        return DatasetNotBuilt(f"download_and_prepare=False: {what} is not built in {root}; {copy}")
+    return DatasetNotBuilt(
+        f"download_and_prepare=True: {what} is not built in {root}, or not published yet; {copy}"
+    )
 
 
 def config_names(name: str) -> set[str]:

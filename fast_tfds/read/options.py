@@ -19,6 +19,7 @@ import tensorflow as tf
 from fast_tfds.augment.mixing import Mix, check_mix
 from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
+from fast_tfds.cache.remote import object_stores
 from fast_tfds.core.options import (
     check_batch_size,
     check_bool,
@@ -373,6 +374,12 @@ def _check_cache(cache) -> None:
         # gs://, s3://, ram://: a folder is not a thing to check on object stores;
         # TensorFlow's file system reports what it cannot write.
         scheme, _, location = path.partition("://")
+        store = object_stores.STORES.get(scheme)
+        if store is not None and not store.tensorflow_reads:
+            raise ValueError(
+                f"cache={path!r}: TensorFlow's file cache cannot write {scheme}:// (TensorFlow "
+                "reads gs:// only); give a local or gs:// file prefix, or cache=True (memory)"
+            )
         if "/" not in location.strip("/"):
             raise ValueError(
                 f"cache={path!r}: give a file prefix inside a bucket or folder, "

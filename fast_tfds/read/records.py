@@ -1,11 +1,12 @@
 """Reading a split's TFRecord shards: which files, which pipeline reads which, and
 record counts checked so that a damaged shard is named, never silently short.
 
-Shards in a bucket (gs://) are read from whole-object local copies where gcsfs is
-installed (`shard_copies`, the loader's machinery in `fast_tfds.cache.remote.copies`): an
-epoch asks for every shard's copy as it starts, in the order it opens them, and opening
-a shard waits for its copy. TensorFlow's own GCS client, which reads them otherwise,
-costs more CPU per shard (TLS, a 64 MB buffer per file opened: docs/buckets.md).
+Shards in an object store (gs://, s3://, az://) are read from whole-object local copies
+where the store's client is installed (always, for s3:// and az://: `shard_copies`, the
+loader's machinery in `fast_tfds.cache.remote.copies`): an epoch asks for every shard's
+copy as it starts, in the order it opens them, and opening a shard waits for its copy.
+TensorFlow's own GCS client, which reads gs:// otherwise, costs more CPU per shard (TLS, a
+64 MB buffer per file opened: docs/buckets.md).
 """
 
 from __future__ import annotations
@@ -155,11 +156,12 @@ def read_records(
 
 
 def shard_copies(instructions) -> ObjectCopies | None:
-    """Local copies of the shards, where they are objects in a bucket (gs://) and gcsfs
-    is installed; else None: TensorFlow's GCS client reads them (without gcsfs, said
-    once per process in the log). The copies stay until the object is collected (the
-    dataset that reads them) or the process ends, so that every epoch that reads the
-    shards reads local files; they need the shards' size free under TMPDIR."""
+    """Local copies of the shards, where they are objects in a store whose client is
+    installed (for s3:// and az://, the builder's loading required it); else None:
+    TensorFlow's GCS client reads gs:// (without gcsfs, said once per process in the
+    log). The copies stay until the object is collected (the dataset that reads them) or
+    the process ends, so that every epoch that reads the shards reads local files; they
+    need the shards' size free under TMPDIR."""
     files = [os.fspath(fi.filename) for fi in instructions]
     return opening.copies(files, without="are read through TensorFlow's GCS client (more CPU)")
 

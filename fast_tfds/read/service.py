@@ -45,6 +45,8 @@ from __future__ import annotations
 import re
 import socket
 
+from fast_tfds.cache.remote import object_stores
+
 _ADDRESS = re.compile(r"(?:grpc://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})")
 CONNECT_TIMEOUT_S = 5.0
 
@@ -58,6 +60,18 @@ def parse_address(address: object, argument: str = "service") -> tuple[str, int]
             "dispatcher, 'grpc://HOST:PORT' or 'HOST:PORT'"
         )
     return match["host"].strip("[]"), int(match["port"])
+
+
+def check_readable(service: str, shard: str) -> None:
+    """A one-line ValueError where the service's workers could not read `shard`: they read
+    the shards through TensorFlow's file systems, which read no object store but gs://."""
+    store = object_stores.store_of(shard)
+    if store is not None and not store.tensorflow_reads:
+        raise ValueError(
+            f"service={service!r}: the tf.data service's workers read the shards through "
+            f"TensorFlow, which cannot read {store.scheme}:// ({shard}); read without "
+            "service=, or serve a copy of the build in a shared folder or a gs:// bucket"
+        )
 
 
 def check_reachable(service: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import random
 from collections.abc import Callable
 
@@ -74,6 +75,7 @@ class Reading:
         offsets = records.instruction_offsets(instructions)
         service_address = None
         if opts.service is not None:
+            service.check_readable(opts.service, os.fspath(instructions[0].filename))
             service_address = service.check_reachable(opts.service)
         padded = None
         index, count = opts.shard_index, opts.shard_count

@@ -1,21 +1,27 @@
 """An emulated bucket (tests/bucket/emulated.py) holding small builds of cats_vs_dogs_fast:
-TFRecords under gs://BUCKET/tfrecord, ArrayRecords under gs://BUCKET/array_record."""
+TFRecords under gs://BUCKET/tfrecord, ArrayRecords under gs://BUCKET/array_record; and the
+same in S3 and Azure (tests/bucket/stores.py): `store`, over every store."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.bucket import emulated
+from tests.bucket import emulated, stores
 from tests.loader.conftest import cats_array_record_dir  # noqa: F401  (a fixture)
 
 TFRECORD, ARRAY_RECORD = "tfrecord", "array_record"
 
 
-def start_bucket(folder, tfrecord_dir, array_record_dir) -> emulated.Bucket:
+STORES = {"gs": emulated.Bucket, "s3": stores.S3Bucket, "az": stores.AzureContainer}
+
+
+def start_bucket(folder, tfrecord_dir, array_record_dir, scheme: str = "gs") -> emulated.Bucket:
     try:
-        bucket = emulated.Bucket(folder)
+        bucket = STORES[scheme](folder)
     except emulated.EmulatorUnavailable as error:
-        pytest.skip(f"no emulated GCS bucket here: {error}")
+        if scheme == "az" and stores.azurite_required():
+            pytest.fail(f"CI=true and no Azurite here: {error}")
+        pytest.skip(f"no emulated {scheme}:// store here: {error}")
     bucket.upload(tfrecord_dir, TFRECORD)
     bucket.upload(array_record_dir, ARRAY_RECORD)
     return bucket
@@ -37,3 +43,24 @@ def own_bucket(tmp_path, cats_data_dir, cats_array_record_dir):  # noqa: F811
     bucket = start_bucket(tmp_path / "bucket", cats_data_dir, cats_array_record_dir)
     yield bucket
     bucket.close()
+
+
+@pytest.fixture(scope="session", params=list(STORES))
+def store(request, tmp_path_factory, cats_data_dir, cats_array_record_dir):  # noqa: F811
+    """`bucket`, and S3's and Azure's servers holding the same builds: each started once
+    per xdist worker, for the reads that leave them as they are."""
+    if request.param == "gs":
+        yield request.getfixturevalue("bucket")
+        return
+    folder = tmp_path_factory.mktemp(request.param)
+    store = start_bucket(folder, cats_data_dir, cats_array_record_dir, request.param)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=list(STORES))
+def own_store(request, tmp_path, cats_data_dir, cats_array_record_dir):  # noqa: F811
+    """A store of the test's own (gs, s3, az), which the test may break."""
+    store = start_bucket(tmp_path / "store", cats_data_dir, cats_array_record_dir, request.param)
+    yield store
+    store.close()

@@ -44,6 +44,8 @@ from pathlib import Path
 START_TIMEOUT_S = 120
 UPSTREAM_TIMEOUT_S = 60
 HOSTS = ("storage.googleapis.com", "www.googleapis.com", "oauth2.googleapis.com")
+# Azurite's development account (tests/bucket/stores.py), the first part of its paths.
+AZURITE_ACCOUNT = "devstoreaccount1"
 HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -245,22 +247,30 @@ def _object_of(path: str) -> tuple[str | None, bool]:
         if name and not parsed.path.startswith("/upload/"):
             return urllib.parse.unquote(name), media or parsed.path.startswith("/download/")
         return None, False
+    if len(parts) > 3 and parts[1] == AZURITE_ACCOUNT:
+        # Azurite's blobs: /ACCOUNT/CONTAINER/NAME
+        return urllib.parse.unquote("/".join(parts[3:])), True
     if len(parts) > 2 and parts[1] not in ("storage", "upload", "batch", "download"):
-        # XML API: /BUCKET/NAME
+        # XML API (and S3's, path-style): /BUCKET/NAME
         return urllib.parse.unquote("/".join(parts[2:])), True
     return None, False
 
 
 class Proxy:
-    """A loopback HTTP proxy to the emulator: CONNECT + TLS for TensorFlow's client,
-    plain HTTP for gcsfs and array_record. It records every request (`requests`),
-    sleeps `latency_s` before forwarding each one, and drops every connection while
-    `gone` is set (as a network does to a bucket that went away)."""
+    """A loopback HTTP proxy to an emulator: CONNECT + TLS for TensorFlow's client,
+    plain HTTP for gcsfs and array_record (and for the S3 and Azure emulators behind it,
+    `tests.bucket.stores`: their objects are named as the XML API's, /BUCKET/NAME). It
+    records every request (`requests`), sleeps `latency_s` before forwarding each one,
+    and drops every connection while `gone` is set (as a network does to a bucket that
+    went away)."""
 
-    def __init__(self, upstream_port: int, cert: Path, key: Path):
+    def __init__(self, upstream_port: int, cert: Path | None = None, key: Path | None = None):
         self.upstream_port = upstream_port
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert, key)
+        # Without a certificate: plain HTTP only (the S3 and Azure clients take an endpoint).
+        self.context = None
+        if cert is not None:
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(cert, key)
         self.latency_s = 0.0
         self.listing_latency_s = 0.0  # more, for listings of objects only
         # Requests for objects whose name ends with `held` wait until `release` is set
@@ -320,7 +330,7 @@ class Proxy:
             if first is None:
                 return
             method, target, headers = first
-            if method == "CONNECT":
+            if method == "CONNECT" and self.context is not None:
                 host = target.rsplit(":", 1)[0]
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 conn = self.context.wrap_socket(conn, server_side=True)
@@ -345,21 +355,30 @@ class Proxy:
                     time.sleep(self.latency_s)
                 if self.listing_latency_s and _is_listing(_origin_form(target)):
                     time.sleep(self.listing_latency_s)
-                if upstream is None:
-                    upstream = http.client.HTTPConnection(
-                        "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
-                    )
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
-                try:
-                    if forward.get("range", "").startswith("bytes=-"):
-                        forward["range"] = self._suffix_range(upstream, path, forward["range"])
-                    upstream.request(method, path, body=body or None, headers=forward)
-                    response = upstream.getresponse()
-                    payload = response.read()
-                except OSError:
-                    self._record(method, host, target, 0, 0)
-                    return
+                while True:
+                    # A kept-alive connection to the server that it closed meanwhile (Azurite,
+                    # Node's, closes idle ones after 5 s) is made again once, as a proxy
+                    # does; a fresh one that fails is the server gone.
+                    fresh = upstream is None
+                    if fresh:
+                        upstream = http.client.HTTPConnection(
+                            "127.0.0.1", self.upstream_port, timeout=UPSTREAM_TIMEOUT_S
+                        )
+                    try:
+                        if forward.get("range", "").startswith("bytes=-"):
+                            forward["range"] = self._suffix_range(upstream, path, forward["range"])
+                        upstream.request(method, path, body=body or None, headers=forward)
+                        response = upstream.getresponse()
+                        payload = response.read()
+                        break
+                    except OSError:
+                        upstream.close()
+                        upstream = None
+                        if fresh:
+                            self._record(method, host, target, 0, 0)
+                            return
                 status, reason = response.status, response.reason
                 answer = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
                 beyond = _beyond_the_end(status, response.getheader("content-range"))
@@ -471,6 +490,8 @@ def _read_body(stream, headers: dict[str, str]) -> bytes:
 class Bucket:
     """An emulated bucket behind a proxy; `env()` is what a child process reading it needs."""
 
+    scheme = "gs"
+
     def __init__(self, folder: Path, name: str = "fast-tfds-test"):
         self.name = name
         self.folder = folder
@@ -522,6 +543,10 @@ class Bucket:
             return self.metadata(name, conn)["generation"]
         finally:
             conn.close()
+
+    def version(self, name: str) -> str:
+        """What identifies the object's content in the bucket (its generation)."""
+        return self.metadata(name)["generation"]
 
     def metadata(self, name: str, conn: http.client.HTTPConnection | None = None) -> dict:
         """The object's metadata (size, generation, crc32c, ...), straight from the emulator."""

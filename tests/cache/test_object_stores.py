@@ -84,8 +84,10 @@ def test_fingerprints_are_each_objects_size_generation_and_crc32c(listed):
 
 
 def test_what_cannot_be_keyed_is_one_line_saying_why(monkeypatch, listed):
-    with pytest.raises(NotKeyed, match=r"^s3:// objects have no metadata a key can use, only gs"):
-        fingerprints("s3://bucket/data", lambda name: True)
+    with pytest.raises(
+        NotKeyed, match=r"^hdfs:// objects have no metadata a key can use, only gs://, s3://, az://"
+    ):
+        fingerprints("hdfs://bucket/data", lambda name: True)
     listed.entries = [entry(FILES[0], size=10)]
     with pytest.raises(NotKeyed, match=f"^the bucket gave no generation or size for {FILES[0]}$"):
         fingerprints(FOLDER, lambda name: True)
@@ -94,3 +96,20 @@ def test_what_cannot_be_keyed_is_one_line_saying_why(monkeypatch, listed):
     with pytest.raises(NotKeyed, match=f"^listing {FOLDER} gave no answer within 0.2 s$"):
         fingerprints(FOLDER, lambda name: True)
     listed.answer.set()
+
+
+def test_s3_and_azure_fingerprints_are_each_objects_size_and_etag():
+    """The fields of s3fs's and adlfs's detailed listings, as moto's server and Azurite
+    give them (tests/bucket has the stores themselves)."""
+    from fast_tfds.cache.remote.object_stores import STORES
+
+    s3 = {"name": "b/k", "size": 3, "ETag": '"900150983cd24fb0d6963f7d28e17f72"', "type": "file"}
+    assert STORES["s3"].fingerprint("s3://b/k", s3) == [
+        "s3://b/k",
+        3,
+        "900150983cd24fb0d6963f7d28e17f72",
+    ]
+    az = {"name": "c/k", "size": 2, "etag": '"0x26AF1D6409EF220"', "type": "file"}
+    assert STORES["az"].fingerprint("az://c/k", az) == ["az://c/k", 2, "0x26AF1D6409EF220"]
+    with pytest.raises(NotKeyed, match=r"^the store gave no ETag or size for s3://b/k$"):
+        STORES["s3"].fingerprint("s3://b/k", {"name": "b/k", "size": 3})

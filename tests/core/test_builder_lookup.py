@@ -4,6 +4,7 @@ errors that start with the argument, and build commands that say everything need
 from __future__ import annotations
 
 import shlex
+import sys
 
 import pytest
 import tensorflow_datasets as tfds
@@ -59,12 +60,12 @@ def test_no_version_folder_where_the_builder_would_say_or_search(arguments):
         ({"name": "cats_vs_dogs_fast", "config": "512"}, "config='512': cats_vs_dogs_fast has"),
         ({"name": "cats_vs_dogs_fast", "builder_dir": "/no/such/folder"}, "builder_dir="),
         (
-            {"name": "cats_vs_dogs_fast", "data_dir": "s3://team/tensorflow_datasets"},
-            "data_dir='s3://team/tensorflow_datasets': neither TensorFlow 2.18+ nor array_record",
+            {"name": "cats_vs_dogs_fast", "data_dir": "s3a://team/tensorflow_datasets"},
+            "data_dir='s3a://team/tensorflow_datasets': s3a:// is Hadoop's name for S3",
         ),
         (
-            {"name": "cats_vs_dogs_fast", "builder_dir": "S3://team/cats_vs_dogs_fast/224/1.0.0"},
-            "builder_dir='S3://team/cats_vs_dogs_fast/224/1.0.0': neither TensorFlow",
+            {"name": "cats_vs_dogs_fast", "builder_dir": "S3N://team/cats_vs_dogs_fast/224/1.0.0"},
+            "builder_dir='S3N://team/cats_vs_dogs_fast/224/1.0.0': s3n:// is Hadoop's name",
         ),
     ],
 )
@@ -117,18 +118,18 @@ def test_the_default_data_dir_and_format_add_nothing_to_the_command(tmp_path, mo
 @pytest.mark.parametrize(
     ("argument", "path", "copy"),
     [
-        ("data_dir", "s3://team/tfds", "aws s3 sync s3://team/tfds ~/tensorflow_datasets"),
+        ("data_dir", "s3a://team/tfds", "aws s3 sync s3://team/tfds ~/tensorflow_datasets"),
         (
             "builder_dir",
-            "s3://team/tfds/cats_vs_dogs_fast/224/1.0.0/",
+            "s3n://team/tfds/cats_vs_dogs_fast/224/1.0.0/",
             "aws s3 sync s3://team/tfds/cats_vs_dogs_fast/224/1.0.0/ "
             "~/tensorflow_datasets/cats_vs_dogs_fast/224/1.0.0",
         ),
     ],
 )
-def test_s3_is_refused_by_both_readers_with_a_copy_command(argument, path, copy):
-    """Before anything touches the path: TensorFlow would say its file system scheme is
-    not implemented, deep in TFDS, and array_record would not open it."""
+def test_hadoop_s3_names_are_refused_by_both_readers_with_a_copy_command(argument, path, copy):
+    """Before anything touches the path: no client reads s3a:// or s3n://; the message
+    names s3:// (which both readers read through s3fs) and a copy command."""
     import cats_vs_dogs_fast
 
     for read in (cats_vs_dogs_fast.as_fast_dataset, cats_vs_dogs_fast.as_fast_loader):
@@ -137,3 +138,23 @@ def test_s3_is_refused_by_both_readers_with_a_copy_command(argument, path, copy)
         message = str(excinfo.value)
         assert message.startswith(f"{argument}={path!r}: ") and "\n" not in message
         assert f"`{copy}`" in message
+        assert f"{argument}='s3://" in message
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [("s3://team/tfds", "fast-image-tfds[s3]"), ("az://team/tfds", "fast-image-tfds[azure]")],
+)
+def test_a_store_without_its_client_names_the_extra(monkeypatch, path, extra):
+    """s3:// and az:// are read only through their fsspec clients (TensorFlow reads
+    neither): without one, both readers say which extra installs it, in one line."""
+    import cats_vs_dogs_fast
+    from fast_tfds.cache.remote.object_stores import store_of
+
+    monkeypatch.setitem(sys.modules, store_of(path).package, None)  # as if not installed
+    for read in (cats_vs_dogs_fast.as_fast_dataset, cats_vs_dogs_fast.as_fast_loader):
+        with pytest.raises(ImportError) as excinfo:
+            read("train", data_dir=path, download_and_prepare=False)
+        message = str(excinfo.value)
+        assert message.startswith(f"{path}/cats_vs_dogs_fast/224/1.0.0: ") and "\n" not in message
+        assert f"pip install '{extra}'" in message

@@ -1,5 +1,6 @@
 """`ReadOptions`: the `cache` keyword read once into a typed choice, every field documented
-on the class, and a file-system URL as the cache prefix (gs://, s3://, ram://)."""
+on the class, and a file-system URL as the cache prefix (gs://, ram://; s3:// and az://, which
+TensorFlow cannot write, are refused)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_every_option_is_documented_on_the_class():
 
 
 @pytest.mark.parametrize(
-    "prefix", ["gs://bucket/prefix", "gs://bucket/folder/prefix", "s3://bucket/prefix"]
+    "prefix", ["gs://bucket/prefix", "gs://bucket/folder/prefix", "ram://bucket/prefix"]
 )
 def test_a_url_cache_prefix_is_accepted(prefix):
     # The folder check used to run os.path.abspath on it ('/cwd/gs:/bucket') and
@@ -63,6 +64,17 @@ def test_a_url_cache_prefix_is_accepted(prefix):
 def test_a_url_without_a_file_prefix_is_rejected(prefix):
     with pytest.raises(ValueError, match=r"^cache=.*: give a file prefix inside a bucket"):
         ReadOptions(cache=prefix)
+
+
+@pytest.mark.parametrize("prefix", ["s3://bucket/prefix", "az://container/folder/prefix"])
+def test_a_cache_prefix_in_a_store_tensorflow_cannot_write_is_one_line(prefix):
+    """The readers read s3:// and az:// (through s3fs, adlfs); TensorFlow's file cache
+    cannot write there."""
+    with pytest.raises(ValueError) as excinfo:
+        ReadOptions(cache=prefix)
+    message = str(excinfo.value)
+    assert message.startswith(f"cache={prefix!r}: TensorFlow's file cache cannot write ")
+    assert "\n" not in message
 
 
 def test_a_local_prefix_in_a_missing_folder_is_still_rejected(tmp_path):

@@ -1,7 +1,7 @@
 """Whole objects of a bucket copied to local files: how both back ends read the shards of
 a build in an object store (`object_stores`).
 
-A copy is one streamed GET of the whole object (the store's client: gcsfs for gs://)
+A copy is one streamed GET of the whole object (the store's client: gcsfs, s3fs, adlfs)
 into a temporary folder, renamed into place once complete (a reader never opens half a
 file). Copies run `PARALLEL_COPIES` at a time, in the order they were asked for (the
 order the reader will open the shards), each once per process; a reader asks for every
@@ -117,7 +117,7 @@ class ObjectCopies:
                 raise CopiesClosed(f"the copies of {len(self.files)} objects were dropped")
             if self.folder is None:
                 self.folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
-                self._remover = weakref.finalize(self, _remove, self.folder, self._owner)
+                self._remover = weakref.finalize(self, remove_owned, self.folder, self._owner)
             return self.folder
 
     def start(self, k: int, *, ahead: bool = False) -> _Copy:
@@ -188,7 +188,7 @@ class ObjectCopies:
             self._copy(k, copy)
         if last_after_close and self.folder is not None:
             # What a copy in flight wrote after `close` removed the folder's files.
-            _remove(self.folder, self._owner)
+            remove_owned(self.folder, self._owner)
 
     def _copy(self, k: int, copy: _Copy) -> None:
         path = self.files[k]
@@ -228,9 +228,9 @@ def _progress(copies: ObjectCopies):
     return Progress()
 
 
-def _remove(folder: str, owner: int) -> None:
-    # A forked worker inherits this finalizer: only the process that made the folder
-    # removes it.
+def remove_owned(folder: str, owner: int) -> None:
+    """Removes `folder` in process `owner` only: a forked worker inherits the finalizers
+    of its parent's folders (the copies', the metadata's), which are not its own."""
     if os.getpid() == owner:
         shutil.rmtree(folder, ignore_errors=True)
 

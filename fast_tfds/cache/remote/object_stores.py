@@ -1,11 +1,12 @@
-"""The one seam between the readers and an object store (`gs://` today): which store holds
-a url, its fsspec client, its listing and what identifies an object's content in it, how
+"""The one seam between the readers and an object store (`gs://`, `s3://`, `az://`): which
+store holds a url, its fsspec client, its listing and what identifies an object's content in it, how
 long a read from it may wait, and the one-line errors of a read that fails.
 
-`ObjectStore` is what a store must say; `GCS` (gcsfs, the `[gcs]` extra) is the first
-one. Another store (S3 through s3fs, Azure through adlfs) is one more subclass in
-`STORES`: the copies, the openings and the persistent cache's keys are written against
-`ObjectStore` alone.
+`ObjectStore` is what a store must say; `GCS` (gcsfs, the `[gcs]` extra), `S3` (s3fs,
+`[s3]`) and `Azure` (adlfs, `[azure]`) are one subclass each in `STORES`: the copies, the
+openings, the builder's metadata and the persistent cache's keys are written against
+`ObjectStore` alone. Each client finds the store's usual credentials itself (environment,
+profile, managed identity); no argument of ours carries them.
 
 The client is found through fsspec's registry of protocols (fsspec comes with TFDS), so
 that a process without it is told what to install, not given an ImportError; whether it
@@ -95,13 +96,19 @@ class ObjectStore(abc.ABC):
     Each store says what its urls' scheme is (`scheme`, also fsspec's protocol for its
     client), which package gives the client and how to install it (`package`,
     `install`), what identifies an object's content (`fingerprint`), how a user checks
-    that an object can be read (`check_command`) and how one object is copied whole
-    (`get_file`). The rest is the same for every store.
+    that an object can be read (`check_command`), whether TensorFlow reads it too
+    (`tensorflow_reads`), and how one object is copied whole where the client's own copy
+    is not one request (`get_file`). The rest is the same for every store.
     """
 
     scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
     package: ClassVar[str]  # the module of the fsspec client: 'gcsfs'
     install: ClassVar[str]  # what a message tells a user to run: 'pip install gcsfs'
+    # Whether TensorFlow's own file systems read it (gs:// only: TensorFlow's S3 support
+    # went to tensorflow-io, which does not load on TensorFlow 2.18+, and it never had
+    # Azure's): where it does not, the client is needed for every read, and what only
+    # TensorFlow reads (the tf.data service's workers, a file cache) cannot be there.
+    tensorflow_reads: ClassVar[bool] = False
 
     @abc.abstractmethod
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
@@ -114,10 +121,20 @@ class ObjectStore(abc.ABC):
     def check_command(self, url: str) -> str:
         """A command that shows whether `url` can be read from here (errors quote it)."""
 
-    @abc.abstractmethod
     def get_file(self, key: str, local: str, callback: Any) -> None:
         """Object `key` (its url without the scheme) copied whole to the local file
         `local`, in one streamed request; fsspec's `callback` is told of each piece."""
+        self.client().get_file(key, local, callback=callback)
+
+    def needs_client(self, url: str) -> ImportError | None:
+        """The one-line error of a read of `url` that cannot be made here: the client is
+        not installed and TensorFlow cannot read the store either; else None."""
+        if self.tensorflow_reads or self.installed():
+            return None
+        return ImportError(
+            f"{url}: reading {self.scheme}:// needs {self.package}, which is not installed "
+            f"(`{self.install}`)"
+        )
 
     def client(self) -> Any:
         """The fsspec client (fsspec's shared instance in this process); ImportError where
@@ -179,6 +196,7 @@ class GCS(ObjectStore):
     scheme = "gs"
     package = "gcsfs"
     install = "pip install gcsfs"
+    tensorflow_reads = True
 
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
         generation, size = entry.get("generation"), entry.get("size")
@@ -194,7 +212,48 @@ class GCS(ObjectStore):
         self.client().get_file(key, local, callback=callback, concurrency=1)
 
 
-STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS(),)}
+class S3(ObjectStore):
+    """Amazon S3 (or an S3-compatible store: MinIO, R2, Ceph; AWS_ENDPOINT_URL names it)
+    through s3fs. An object's ETag is its content's MD5 (or, uploaded in parts, the parts')
+    and changes whenever it is rewritten with other bytes; with the size it keys the
+    object's content (a rewrite with the same bytes is the same content)."""
+
+    scheme = "s3"
+    package = "s3fs"
+    install = "pip install 'fast-image-tfds[s3]'"
+
+    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
+        return _size_and_etag(url, entry, "ETag")
+
+    def check_command(self, url: str) -> str:
+        return f"aws s3 ls {url}"
+
+
+class Azure(ObjectStore):
+    """Azure Blob Storage through adlfs (az://CONTAINER/PATH; the account comes with the
+    credentials: AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_CONNECTION_STRING, ...). A
+    blob's ETag changes with every write of it."""
+
+    scheme = "az"
+    package = "adlfs"
+    install = "pip install 'fast-image-tfds[azure]'"
+
+    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
+        return _size_and_etag(url, entry, "etag")
+
+    def check_command(self, url: str) -> str:
+        container, _, path = self.key(url).partition("/")
+        return f"az storage blob list --container-name {container} --prefix {path}"
+
+
+def _size_and_etag(url: str, entry: dict[str, Any], field: str) -> list:
+    etag, size = entry.get(field), entry.get("size")
+    if not etag or size is None:
+        raise NotKeyed(f"the store gave no {field} or size for {url}")
+    return [url, int(size), str(etag).strip('"')]
+
+
+STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS(), S3(), Azure())}
 
 
 def is_remote(path: str) -> bool:
