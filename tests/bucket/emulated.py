@@ -268,6 +268,11 @@ class Proxy:
         # breaks the bucket, however fast the reader asks for the others.
         self.held: str | None = None
         self.release = threading.Event()
+        # Uploads after the first `uploads_allowed` wait until `release` is set, then are
+        # dropped unanswered: a publisher cut short mid-way, whose later objects never
+        # reach the bucket, however its threads are scheduled.
+        self.uploads_allowed: int | None = None
+        self._uploads_seen = 0
         self.gone = False
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -288,9 +293,23 @@ class Proxy:
         self._server.close()
 
     def reset(self) -> None:
-        """Forgets the requests seen so far."""
+        """Forgets the requests seen so far (and the uploads `uploads_allowed` counts)."""
         with self._lock:
             self.requests.clear()
+            self._uploads_seen = 0
+
+    def uploads(self) -> list[Request]:
+        """The answered uploads (each a whole object, in the simple uploads gcsfs makes
+        of files under its chunk size)."""
+        with self._lock:
+            return [r for r in self.requests if r.status and _is_upload(r.method, r.path)]
+
+    def _beyond_allowed_uploads(self, method: str, target: str) -> bool:
+        if self.uploads_allowed is None or not _is_upload(method, _origin_form(target)):
+            return False
+        with self._lock:
+            self._uploads_seen += 1
+            return self._uploads_seen > self.uploads_allowed
 
     def media_reads(self, suffix: str = "") -> list[Request]:
         """The answered reads of object bytes, of objects whose name ends with `suffix`."""
@@ -339,6 +358,10 @@ class Proxy:
                 if self.gone:
                     self._record(method, host, target, 0, 0)
                     return  # the connection drops, unanswered
+                if self._beyond_allowed_uploads(method, target):
+                    self.release.wait(UPSTREAM_TIMEOUT_S)
+                    self._record(method, host, target, 0, 0)
+                    return
                 if self.held and (_object_of(_origin_form(target))[0] or "").endswith(self.held):
                     self.release.wait(UPSTREAM_TIMEOUT_S)
                 if self.latency_s:
@@ -413,6 +436,11 @@ class Proxy:
             self.requests.append(
                 Request(method, host, path, name, media and method == "GET", status, size)
             )
+
+
+def _is_upload(method: str, path: str) -> bool:
+    """Whether a GCS request uploads an object's bytes."""
+    return method in ("POST", "PUT") and path.startswith("/upload/")
 
 
 def _is_listing(path: str) -> bool:
@@ -548,6 +576,19 @@ class Bucket:
         response = conn.getresponse()
         response.read()
         assert response.status == 200, f"upload of {name}: HTTP {response.status}"
+
+    def names(self, prefix: str) -> list[str]:
+        """The names of the objects under `prefix/`, straight from the emulator."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            query = urllib.parse.urlencode({"prefix": f"{prefix}/"})
+            conn.request("GET", f"/storage/v1/b/{self.name}/o?{query}")
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200, f"listing of {prefix}: HTTP {response.status}"
+            return sorted(item["name"] for item in json.loads(body).get("items", []))
+        finally:
+            conn.close()
 
     def delete(self, name: str) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)

@@ -96,7 +96,9 @@ class ObjectStore(abc.ABC):
     client), which package gives the client and how to install it (`package`,
     `install`), what identifies an object's content (`fingerprint`), how a user checks
     that an object can be read (`check_command`) and how one object is copied whole
-    (`get_file`). The rest is the same for every store.
+    (`get_file`). Publishing a build (`fast_tfds.building.publishing`) also needs how a
+    file is uploaded whole (`put_file`) and the checksum the store computes of an
+    object's bytes (`checksum`, `local_checksum`). The rest is the same for every store.
     """
 
     scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
@@ -118,6 +120,23 @@ class ObjectStore(abc.ABC):
     def get_file(self, key: str, local: str, callback: Any) -> None:
         """Object `key` (its url without the scheme) copied whole to the local file
         `local`, in one streamed request; fsspec's `callback` is told of each piece."""
+
+    @abc.abstractmethod
+    def put_file(self, local: str, key: str) -> None:
+        """The local file `local` uploaded whole as object `key`, replacing any: a reader
+        sees the old object or the new one, never part of one. Where the store computes a
+        checksum only when asked at upload, this asks for the one `checksum` reads."""
+
+    @abc.abstractmethod
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        """The checksum the store computed of object `key`'s bytes, from its entry in a
+        detailed listing (`entry`), or asked of the store where the listing lacks it;
+        None where the store keeps none (a publisher then reads the object back)."""
+
+    @abc.abstractmethod
+    def local_checksum(self, local: str) -> str | None:
+        """What `checksum` would give of the local file `local` once uploaded (None where
+        it gives None): equal checksums and sizes mean the object holds the file."""
 
     def client(self) -> Any:
         """The fsspec client (fsspec's shared instance in this process); ImportError where
@@ -192,6 +211,27 @@ class GCS(ObjectStore):
     def get_file(self, key: str, local: str, callback: Any) -> None:
         # One streamed GET, with no metadata request.
         self.client().get_file(key, local, callback=callback, concurrency=1)
+
+    def put_file(self, local: str, key: str) -> None:
+        # A file under gcsfs's chunk size (50 MiB) goes in one request; a larger one, as a
+        # resumable upload that GCS makes an object of only once all of it is there.
+        self.client().put_file(local, key)
+
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        # GCS computes the CRC32C of every object it stores, and lists it (base64).
+        return entry.get("crc32c")
+
+    def local_checksum(self, local: str) -> str | None:
+        # google-crc32c comes with gcsfs (through google-cloud-storage), in C.
+        import base64
+
+        import google_crc32c
+
+        crc = google_crc32c.Checksum()
+        with open(local, "rb") as f:
+            while piece := f.read(1 << 22):
+                crc.update(piece)
+        return base64.b64encode(crc.digest()).decode("ascii")
 
 
 STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS(),)}

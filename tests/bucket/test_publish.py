@@ -1,0 +1,206 @@
+"""`fast-tfds publish` into the emulated gs:// bucket: a published build reads as the local
+one with both front doors, publishing it again uploads nothing, another build at the url
+is refused unless --overwrite, a publish cut short completes when run again (uploading
+only what is missing), and a reader during a publish is told the build is not there.
+
+Each publish runs `python -m fast_tfds.cli publish` in a child with the bucket's
+environment (gcsfs takes the emulator's address from it), each into its own prefix of
+the session's bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from fast_tfds.building.publishing import PublishError, publish
+from tests.bucket import reads
+from tests.bucket.emulated import child_env
+from tests.children import Child
+from tests.helpers import BLOCK_PACKAGES, REPO
+from tests.pairs import Truth
+
+VERSION = ("cats_vs_dogs_fast", "224", "1.0.0")
+
+BOTH_FRONT_DOORS = """
+import os
+import cats_vs_dogs_fast
+common = dict(batch_size=8, shuffle=False, seed=0, download_and_prepare=False)
+report("dataset", cats_vs_dogs_fast.as_fast_dataset("train", data_dir=os.environ["GS_DIR"],
+                                                    **common))
+report("loader", cats_vs_dogs_fast.as_fast_loader("train", data_dir=os.environ["GS_DIR"],
+                                                  **common))
+"""
+
+LOADER = """
+import os
+import cats_vs_dogs_fast
+try:
+    report("loader", cats_vs_dogs_fast.as_fast_loader(
+        "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0,
+        download_and_prepare=False))
+except Exception as error:
+    print("ERROR", type(error).__name__, " ".join(str(error).split()), flush=True)
+"""
+
+
+def version_dir(data_dir) -> str:
+    return os.path.join(data_dir, *VERSION)
+
+
+def start_publish(bucket, folder, url, *options: str, code: str = "") -> Child:
+    """`fast-tfds publish folder url` in a child, through its entry point (`code`: run
+    first, e.g. to block an import)."""
+    command = [sys.executable]
+    if code:
+        runner = code + "\nfrom fast_tfds.cli import main\nmain(sys.argv[2:])\n"
+        command += ["-c", runner, "gcsfs"]
+    else:
+        command += ["-m", "fast_tfds.cli"]
+    command += ["publish", os.fspath(folder), url, *options]
+    return Child(command, cwd=REPO, env=child_env(bucket))
+
+
+def run_publish(bucket, folder, url, *options: str, code: str = "") -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `fast-tfds publish folder url`."""
+    child = start_publish(bucket, folder, url, *options, code=code)
+    out = child.rest()
+    return child.wait(60), out, child.stderr_text()
+
+
+def published(bucket, folder, url, *options: str) -> str:
+    """The summary line of a publish that succeeded."""
+    code, out, err = run_publish(bucket, folder, url, *options)
+    assert code == 0, err[-3000:]
+    return out.strip().splitlines()[-1]
+
+
+def objects(bucket, prefix: str) -> list[str]:
+    return [n.rsplit("/", 1)[-1] for n in bucket.names(f"{prefix}/{'/'.join(VERSION)}")]
+
+
+def test_a_published_build_reads_the_local_pairs_with_both_front_doors_and_again_uploads_nothing(
+    bucket, cats_both_formats_dir
+):
+    """TFRecord and ArrayRecord files of one build, published, then read from the bucket
+    with `as_fast_dataset` and `as_fast_loader`; published again: no upload at all."""
+    folder = version_dir(cats_both_formats_dir)
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    said = published(bucket, folder, bucket.url("published"))
+    assert said.endswith(f": {len(local)} files uploaded, 0 already there"), said
+    assert len(bucket.proxy.uploads()) == len(local)
+    assert objects(bucket, "published") == local
+
+    found, _ = reads.run(bucket, BOTH_FRONT_DOORS, GS_DIR=bucket.url("published"))
+    truth = Truth.of(cats_both_formats_dir)
+    truth.check(found["dataset"])
+    truth.check(found["loader"])
+
+    bucket.proxy.reset()
+    said = published(bucket, folder, bucket.url("published", *VERSION))  # the folder itself
+    assert said.endswith(f": 0 files uploaded, {len(local)} already there"), said
+    assert bucket.proxy.uploads() == []
+
+
+def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
+    bucket, cats_data_dir, cats_array_record_dir
+):
+    """The TFRecord build, then the ArrayRecord build of the same version to the same url:
+    refused in one line; with --overwrite, the TFRecord files are gone and the loader
+    reads the ArrayRecord build."""
+    url = bucket.url("replaced")
+    published(bucket, version_dir(cats_data_dir), url)
+    code, out, err = run_publish(bucket, version_dir(cats_array_record_dir), url)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith("ERROR: gs://") and "holds another build" in lines[0]
+    assert "--overwrite" in lines[0]
+    assert any(".tfrecord-" in n for n in objects(bucket, "replaced"))
+
+    said = published(bucket, version_dir(cats_array_record_dir), url, "--overwrite")
+    assert "of another build removed" in said, said
+    assert objects(bucket, "replaced") == sorted(os.listdir(version_dir(cats_array_record_dir)))
+    found, _ = reads.run(bucket, LOADER, GS_DIR=url)
+    Truth.of(cats_array_record_dir).check(found["loader"])
+
+
+def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats_missing(
+    bucket, cats_array_record_dir
+):
+    """The bucket takes two uploads, then none: a reader started then is told the build
+    is not there (no examples); the publisher is killed; run again, it uploads only the
+    objects that did not get there, dataset_info.json last, and the loader reads it."""
+    folder, url = version_dir(cats_array_record_dir), bucket.url("cut_short")
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    bucket.proxy.release.clear()
+    bucket.proxy.uploads_allowed = 2
+    child = start_publish(bucket, folder, url)
+    try:
+        deadline = time.monotonic() + 120
+        while len(bucket.proxy.uploads()) < 2 and child.poll() is None:
+            assert time.monotonic() < deadline, "the publisher uploaded nothing in 120 s"
+            time.sleep(0.1)
+        reader = reads.start(bucket, LOADER, GS_DIR=url)
+        reader.stdin.close()
+        found, error = reads.ended(reader)
+        assert "loader" not in found and error.startswith("ERROR DatasetNotBuilt"), error
+        assert "not built" in error or "not published" in error, error
+    finally:
+        child.kill()
+        child.wait(60)
+        bucket.proxy.release.set()
+        bucket.proxy.uploads_allowed = None
+    there = objects(bucket, "cut_short")
+    assert len(there) == 2 and "dataset_info.json" not in there, there
+
+    bucket.proxy.reset()
+    said = published(bucket, folder, url)
+    assert said.endswith(f": {len(local) - 2} files uploaded, 2 already there"), said
+    assert len(bucket.proxy.uploads()) == len(local) - 2
+    assert objects(bucket, "cut_short") == local
+    found, _ = reads.run(bucket, LOADER, GS_DIR=url)
+    Truth.of(cats_array_record_dir).check(found["loader"])
+
+
+def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cats_data_dir):
+    folder = version_dir(cats_data_dir)
+    code, _, err = run_publish(bucket, folder, "gs://no-such-bucket/data")
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert "gs://no-such-bucket/data/cats_vs_dogs_fast/224/1.0.0/" in lines[0], lines
+    assert "refused the write" in lines[0], lines
+
+    code, _, err = run_publish(bucket, folder, bucket.url("no_client"), code=BLOCK_PACKAGES)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert "needs gcsfs" in lines[0] and "pip install" in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("what", "said"),
+    [
+        ("missing", "no such folder"),
+        ("empty", "not a built version folder (no dataset_info.json"),
+        ("data_dir", "not a version folder (no dataset_info.json); pass the one to publish, "),
+        ("local_url", "publishing writes to an object store (gs://)"),
+    ],
+)
+def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir, what, said):
+    folder = {
+        "missing": tmp_path / "missing",
+        "empty": tmp_path,
+        "data_dir": cats_data_dir,
+        "local_url": version_dir(cats_data_dir),
+    }[what]
+    url = os.fspath(tmp_path / "out") if what == "local_url" else "gs://bucket/data"
+    with pytest.raises(PublishError) as raised:
+        publish(folder, url)
+    message = str(raised.value)
+    assert said in message and "\n" not in message, message
+    if what == "data_dir":
+        assert message.endswith(version_dir(cats_data_dir)), message
