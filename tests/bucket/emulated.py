@@ -21,7 +21,8 @@ Everything listens on 127.0.0.1 only, and every wait is bounded.
 
 The proxy also answers two kinds of range reads as GCS does, where the emulator does not
 (array_record asks for both at a file's end): a suffix range (`bytes=-N`) and a range
-that starts at the object's end (416).
+that starts at the object's end (416); and it hands the emulator gcsfs's multipart
+uploads as simple ones, which it stores byte for byte (`_multipart_as_media`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import dataclasses
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -374,6 +376,8 @@ class Proxy:
                     )
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
+                if _is_upload(method, path):
+                    path, body = _multipart_as_media(path, forward, body)
                 try:
                     if forward.get("range", "").startswith("bytes=-"):
                         forward["range"] = self._suffix_range(upstream, path, forward["range"])
@@ -441,6 +445,32 @@ class Proxy:
 def _is_upload(method: str, path: str) -> bool:
     """Whether a GCS request uploads an object's bytes."""
     return method in ("POST", "PUT") and path.startswith("/upload/")
+
+
+def _multipart_as_media(path: str, headers: dict[str, str], body: bytes) -> tuple[str, bytes]:
+    """A multipart upload (gcsfs's of a file under its chunk size) as the simple media
+    upload of the same object, (path, body), with `headers` set for it: the emulator
+    parses a multipart body with Python's email parser, which takes a file's last byte, a CR,
+    for part of the line break before the closing boundary and drops it (GCS keeps every
+    byte). Other requests are given back as they are."""
+    parsed = urllib.parse.urlsplit(path)
+    query = urllib.parse.parse_qs(parsed.query)
+    boundary = re.search(r'boundary="?([^";]+)"?', headers.get("content-type", ""))
+    if query.get("uploadType") != ["multipart"] or boundary is None:
+        return path, body
+    parts = body.split(b"--" + boundary.group(1).encode())
+    fields = []
+    for part in parts[1:3]:  # the metadata (JSON), then the object's bytes
+        blank = re.search(rb"\r?\n\r?\n", part)
+        newline = b"\r\n" if blank.group(0) == b"\r\n\r\n" else b"\n"
+        fields.append(part[blank.end() :].removesuffix(newline))
+    name = json.loads(fields[0])["name"]
+    # As bytes: the emulator would parse a media upload of "application/json" (a JSON
+    # file's type) as a request's JSON.
+    headers["content-type"] = "application/octet-stream"
+    query.pop("uploadType")
+    query = {**{k: v[0] for k, v in query.items()}, "uploadType": "media", "name": name}
+    return f"{parsed.path}?{urllib.parse.urlencode(query)}", fields[1]
 
 
 def _is_listing(path: str) -> bool:
