@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -41,12 +42,13 @@ from fast_tfds.cache.remote.object_stores import (
 )
 
 INFO_FILE = "dataset_info.json"
-# Uploads in flight at once: each is mostly waiting on the network, and a store takes
-# many writes in parallel.
+# Uploads in flight at once (and local files checksummed at once): each is mostly
+# waiting on the network or the disk, and a store takes many writes in parallel.
 PARALLEL_UPLOADS = 8
-# What TFDS reads to open a build (besides dataset_info.json): features.json, the
-# label names (*.labels.txt), metadata.json. Uploaded after the data files.
-METADATA_SUFFIXES = (".json", ".txt")
+# A data file, as TFDS names shards (`NAME-SPLIT.FORMAT-00003-of-00016`). Every other
+# file is metadata that TFDS may read to open the build (features.json, the label names'
+# *.labels.txt, metadata.json, ...): uploaded after the data files.
+SHARD = re.compile(r".+-\d{5}-of-\d{5}")
 
 
 class PublishError(BuildError):
@@ -85,7 +87,10 @@ def publish(
     names = _files(folder)
     target = destination(url, info)
     store = _store(target)
-    local = {n: _local_state(store, os.path.join(folder, n)) for n in names}
+    states = ordered_thread_map(
+        lambda n: _local_state(store, os.path.join(folder, n)), names, workers=PARALLEL_UPLOADS
+    )
+    local = dict(zip(names, states, strict=True))
     there = _listing(store, target)
     same = sorted(
         n for n, entry in there.items() if n in local and _holds(store, entry, folder, n, local)
@@ -101,8 +106,8 @@ def publish(
     for name in [INFO_FILE] * (INFO_FILE in other) + removed:
         _delete(store, f"{target}/{name}")
     todo = [n for n in names if n not in same]
-    data = [n for n in todo if not n.endswith(METADATA_SUFFIXES)]
-    metadata = [n for n in todo if n.endswith(METADATA_SUFFIXES) and n != INFO_FILE]
+    data = [n for n in todo if SHARD.fullmatch(n)]
+    metadata = [n for n in todo if not SHARD.fullmatch(n) and n != INFO_FILE]
     total = sum(local[n][0] for n in todo)
     for group in (data, metadata, [n for n in todo if n == INFO_FILE]):
         for size in ordered_thread_map(

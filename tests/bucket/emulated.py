@@ -300,11 +300,12 @@ class Proxy:
             self.requests.clear()
             self._uploads_seen = 0
 
-    def uploads(self) -> list[Request]:
-        """The answered uploads (each a whole object, in the simple uploads gcsfs makes
-        of files under its chunk size)."""
+    def uploaded(self) -> list[str]:
+        """The names of the objects uploaded (the answered simple uploads, as gcsfs makes
+        of files under its chunk size), in the order they were answered."""
         with self._lock:
-            return [r for r in self.requests if r.status and _is_upload(r.method, r.path)]
+            paths = [r.path for r in self.requests if r.status and _is_upload(r.method, r.path)]
+        return [urllib.parse.parse_qs(urllib.parse.urlsplit(p).query)["name"][0] for p in paths]
 
     def _beyond_allowed_uploads(self, method: str, target: str) -> bool:
         if self.uploads_allowed is None or not _is_upload(method, _origin_form(target)):
@@ -377,7 +378,9 @@ class Proxy:
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
                 if _is_upload(method, path):
+                    # Recorded as made, with the object's name in the query (`uploaded`).
                     path, body = _multipart_as_media(path, forward, body)
+                    target = path
                 try:
                     if forward.get("range", "").startswith("bytes=-"):
                         forward["range"] = self._suffix_range(upstream, path, forward["range"])

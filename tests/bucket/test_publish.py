@@ -91,8 +91,11 @@ def test_a_published_build_reads_the_local_pairs_and_published_again_uploads_not
     bucket.proxy.reset()
     said = published(bucket, folder, bucket.url("published"))
     assert said.endswith(f": {len(local)} files uploaded, 0 already there"), said
-    assert len(bucket.proxy.uploads()) == len(local)
-    assert objects(bucket, "published") == local
+    uploaded = [n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()]
+    assert sorted(uploaded) == local == objects(bucket, "published")
+    is_shard = ["-of-" in n for n in uploaded]
+    assert is_shard == sorted(is_shard, reverse=True), uploaded  # the data files first
+    assert uploaded[-1] == "dataset_info.json", uploaded
 
     found, _ = reads.run(bucket, DATASET, GS_DIR=bucket.url("published"))
     Truth.of(cats_both_formats_dir).check(found["dataset"])
@@ -100,7 +103,7 @@ def test_a_published_build_reads_the_local_pairs_and_published_again_uploads_not
     bucket.proxy.reset()
     said = published(bucket, folder, bucket.url("published", *VERSION))  # the folder itself
     assert said.endswith(f": 0 files uploaded, {len(local)} already there"), said
-    assert bucket.proxy.uploads() == []
+    assert bucket.proxy.uploaded() == []
 
 
 def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
@@ -139,7 +142,7 @@ def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats
     child = start_publish(bucket, folder, url)
     try:
         deadline = time.monotonic() + 120
-        while len(bucket.proxy.uploads()) < 2 and child.poll() is None:
+        while len(bucket.proxy.uploaded()) < 2 and child.poll() is None:
             assert time.monotonic() < deadline, "the publisher uploaded nothing in 120 s"
             time.sleep(0.1)
         reader = reads.start(bucket, LOADER, GS_DIR=url)
@@ -158,7 +161,9 @@ def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats
     bucket.proxy.reset()
     said = published(bucket, folder, url)
     assert said.endswith(f": {len(local) - 2} files uploaded, 2 already there"), said
-    assert len(bucket.proxy.uploads()) == len(local) - 2
+    uploaded = [n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()]
+    assert sorted(uploaded) == sorted(set(local) - set(there)), uploaded
+    assert uploaded[-1] == "dataset_info.json", uploaded
     assert objects(bucket, "cut_short") == local
     found, _ = reads.run(bucket, LOADER, GS_DIR=url)
     Truth.of(cats_array_record_dir).check(found["loader"])
