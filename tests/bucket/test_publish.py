@@ -206,3 +206,39 @@ def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir
     assert said in message and "\n" not in message, message
     if what == "data_dir":
         assert message.endswith(version_dir(cats_data_dir)), message
+
+
+READ_BACK = """
+import sys
+from fast_tfds.building.publishing import publish
+from fast_tfds.cache.remote import object_stores
+
+class NoChecksums(object_stores.GCS):
+    # A store that keeps no checksum of its objects (a publisher reads them back).
+    def checksum(self, key, entry):
+        return None
+
+    def local_checksum(self, local):
+        return None
+
+object_stores.STORES["gs"] = NoChecksums()
+for _ in range(2):
+    done = publish(sys.argv[1], sys.argv[2])
+    print("PUBLISHED", len(done.uploaded), len(done.kept), flush=True)
+"""
+
+
+def test_where_the_store_keeps_no_checksum_the_objects_are_read_back(bucket, cats_data_dir):
+    """Each object is checked by its bytes read back, and so is each object already there
+    when the same build is published again: nothing is uploaded the second time."""
+    folder, url = version_dir(cats_data_dir), bucket.url("read_back")
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    child = Child([sys.executable, "-c", READ_BACK, folder, url], cwd=REPO, env=child_env(bucket))
+    out = child.rest()
+    assert child.wait(60) == 0, child.stderr_text()[-3000:]
+    said = [line.split()[1:] for line in out.splitlines() if line.startswith("PUBLISHED")]
+    assert said == [[str(len(local)), "0"], ["0", str(len(local))]], out
+    assert sorted(n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()) == local
+    read = [r.object.rsplit("/", 1)[-1] for r in bucket.proxy.media_reads() if r.object]
+    assert sorted(read) == sorted(local * 2), read  # once after its upload, once again
