@@ -44,7 +44,13 @@ def run(args: argparse.Namespace) -> None:
         if bar is None:
             from tqdm import tqdm
 
-            bar = tqdm(total=total, unit="B", unit_scale=True, disable=not sys.stderr.isatty())
+            bar = tqdm(
+                total=total,
+                desc="Publishing",
+                unit="B",
+                unit_scale=True,
+                disable=not sys.stderr.isatty(),
+            )
         bar.update(size)
 
     try:

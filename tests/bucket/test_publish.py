@@ -10,11 +10,17 @@ the session's bucket.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import select
+import struct
 import sys
+import termios
 import time
 
 import pytest
+from tqdm import tqdm
 
 from fast_tfds.building.publishing import PublishError, publish
 from tests.bucket import reads
@@ -73,6 +79,7 @@ def published(bucket, folder, url, *options: str) -> str:
     """The summary line of a publish that succeeded."""
     code, out, err = run_publish(bucket, folder, url, *options)
     assert code == 0, err[-3000:]
+    assert "Publishing" not in err, err[-3000:]  # no progress bar but on a terminal
     return out.strip().splitlines()[-1]
 
 
@@ -242,3 +249,29 @@ def test_where_the_store_keeps_no_checksum_the_objects_are_read_back(bucket, cat
     assert sorted(n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()) == local
     read = [r.object.rsplit("/", 1)[-1] for r in bucket.proxy.media_reads() if r.object]
     assert sorted(read) == sorted(local * 2), read  # once after its upload, once again
+
+
+def test_on_a_terminal_a_progress_bar_shows_the_bytes_uploaded(bucket, cats_data_dir):
+    folder = version_dir(cats_data_dir)
+    total = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+    terminal, stderr = pty.openpty()
+    fcntl.ioctl(stderr, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    command = [sys.executable, "-m", "fast_tfds.cli", "publish", folder, bucket.url("terminal")]
+    child = Child(command, cwd=REPO, env=child_env(bucket), stderr=stderr)
+    os.close(stderr)
+    out = child.rest()
+    assert child.wait(60) == 0
+    shown = b""
+    while select.select([terminal], [], [], 0)[0]:
+        try:
+            piece = os.read(terminal, 65536)
+        except OSError:  # the child's end is closed
+            break
+        if not piece:
+            break
+        shown += piece
+    os.close(terminal)
+    last = shown.decode(errors="replace").split("\r")[-2]
+    size = tqdm.format_sizeof(total)
+    assert last.startswith("Publishing: 100%|") and f"| {size}/{size} [" in last, shown
+    assert "files uploaded" in out and "Publishing" not in out
