@@ -170,7 +170,8 @@ def _store(url: str) -> ObjectStore:
         )
     if not store.installed():
         raise PublishError(
-            f"{url}: publishing to {store.scheme}:// needs {store.package}; run `{store.install}`"
+            f"{url}: publishing to {store.scheme}:// needs {store.package}; run "
+            f"`pip install 'fast-image-tfds[{store.extra}]'` (or `{store.install}`)"
         )
     return store
 

@@ -187,7 +187,7 @@ def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cat
     code, _, err = run_publish(bucket, folder, bucket.url("no_client"), code=BLOCK_PACKAGES)
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1, err[-3000:]
-    assert "needs gcsfs" in lines[0] and "pip install" in lines[0], lines
+    assert "needs gcsfs" in lines[0] and "pip install 'fast-image-tfds[gcs]'" in lines[0], lines
 
 
 @pytest.mark.parametrize(

@@ -93,9 +93,9 @@ class ObjectStore(abc.ABC):
     """An object store the readers read builds from, over its fsspec client.
 
     Each store says what its urls' scheme is (`scheme`, also fsspec's protocol for its
-    client), which package gives the client and how to install it (`package`,
-    `install`), what identifies an object's content (`fingerprint`), how a user checks
-    that an object can be read (`check_command`) and how one object is copied whole
+    client), which package gives the client and how to install it (`package`, `install`,
+    `extra`), what identifies an object's content (`fingerprint`), how a user checks that
+    an object can be read (`check_command`) and how one object is copied whole
     (`get_file`). Publishing a build (`fast_tfds.building.publishing`) also needs how a
     file is uploaded whole (`put_file`) and the checksum the store computes of an
     object's bytes (`checksum`, `local_checksum`). The rest is the same for every store.
@@ -104,6 +104,7 @@ class ObjectStore(abc.ABC):
     scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
     package: ClassVar[str]  # the module of the fsspec client: 'gcsfs'
     install: ClassVar[str]  # what a message tells a user to run: 'pip install gcsfs'
+    extra: ClassVar[str]  # this package's extra that installs the client: 'gcs'
 
     @abc.abstractmethod
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
@@ -198,6 +199,7 @@ class GCS(ObjectStore):
     scheme = "gs"
     package = "gcsfs"
     install = "pip install gcsfs"
+    extra = "gcs"
 
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
         generation, size = entry.get("generation"), entry.get("size")
