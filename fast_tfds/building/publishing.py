@@ -1,8 +1,9 @@
 """Publishing a built version folder to an object store (`fast-tfds publish`).
 
-A reader finds a build in a data dir by its `dataset_info.json` (TFDS lists the version
-folders that hold one; `tfds.builder_from_directory` reads it first), so a build whose
-other files are all there before that one is never seen half-published: the data files
+A reader finds a build in a data dir by its `dataset_info.json`: TFDS counts a version
+folder as built once it holds that file and features.json (`is_prepared`, through
+`file_utils.is_valid_variant_dir`), and `tfds.builder_from_directory` reads it first. So a
+build whose other files are all there before that one is never seen half-published: the data files
 go first (several at a time), then the other metadata, and `dataset_info.json` last. A
 reader that comes earlier is told the build is not there yet, never given part of it.
 Each object is checked once uploaded: its size, and the checksum the store computed of
