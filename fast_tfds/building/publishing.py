@@ -102,10 +102,13 @@ def publish(
             f"{target}: holds another build ({len(other)} objects differ from {folder}, "
             f"e.g. {other[0]}); publish it elsewhere, or pass --overwrite to replace it"
         )
-    # The other build's dataset_info.json first: readers see no build while it changes.
+    # The dataset_info.json there first (even one equal to this build's): readers see no
+    # build while the objects change, then this one whole.
+    retired = [INFO_FILE] if other and INFO_FILE in there else []
     removed = [n for n in other if n not in local]
-    for name in [INFO_FILE] * (INFO_FILE in other) + removed:
+    for name in retired + removed:
         _delete(store, f"{target}/{name}")
+    same = [n for n in same if n not in retired]
     todo = [n for n in names if n not in same]
     data = [n for n in todo if SHARD.fullmatch(n)]
     metadata = [n for n in todo if not SHARD.fullmatch(n) and n != INFO_FILE]

@@ -120,6 +120,7 @@ def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
     refused in one line; with --overwrite, the TFRecord files are gone and the loader
     reads the ArrayRecord build."""
     url = bucket.url("replaced")
+    local_tfrecord = os.listdir(version_dir(cats_data_dir))
     published(bucket, version_dir(cats_data_dir), url)
     code, out, err = run_publish(bucket, version_dir(cats_array_record_dir), url)
     lines = err.strip().splitlines()
@@ -128,8 +129,12 @@ def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
     assert "--overwrite" in lines[0]
     assert any(".tfrecord-" in n for n in objects(bucket, "replaced"))
 
+    bucket.proxy.reset()
     said = published(bucket, version_dir(cats_array_record_dir), url, "--overwrite")
     assert "of another build removed" in said, said
+    deleted = [r.object.rsplit("/", 1)[-1] for r in bucket.proxy.requests if r.method == "DELETE"]
+    assert deleted[0] == "dataset_info.json", deleted  # readers see no build from then on
+    assert sorted(deleted[1:]) == sorted(n for n in local_tfrecord if ".tfrecord-" in n), deleted
     assert objects(bucket, "replaced") == sorted(os.listdir(version_dir(cats_array_record_dir)))
     found, _ = reads.run(bucket, LOADER, GS_DIR=url)
     Truth.of(cats_array_record_dir).check(found["loader"])
