@@ -36,6 +36,7 @@ from fast_tfds.cache.remote.object_stores import (
     STORES,
     NoAnswer,
     ObjectStore,
+    is_remote,
     said_of,
     store_of,
     timeout_s,
@@ -166,8 +167,11 @@ def _files(folder: str) -> list[str]:
 
 def _store(url: str) -> ObjectStore:
     store = store_of(url)
+    known = ", ".join(f"{s}://" for s in STORES)
+    if store is None and is_remote(url):
+        scheme = url.split("://", 1)[0]
+        raise PublishError(f"{url}: no store here publishes to {scheme}://, only to {known}")
     if store is None:
-        known = ", ".join(f"{s}://" for s in STORES)
         raise PublishError(
             f"{url}: publishing writes to an object store ({known}); to copy a build to a "
             "local or mounted folder, copy its version folder with its NAME/CONFIG/VERSION"

@@ -203,6 +203,7 @@ def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cat
         ("empty", "not a built version folder (no dataset_info.json"),
         ("data_dir", "not a version folder (no dataset_info.json); pass the one to publish, "),
         ("local_url", "publishing writes to an object store (gs://)"),
+        ("other_scheme", "hdfs://b/data/cats_vs_dogs_fast/224/1.0.0: no store here publishes "),
     ],
 )
 def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir, what, said):
@@ -211,8 +212,11 @@ def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir
         "empty": tmp_path,
         "data_dir": cats_data_dir,
         "local_url": version_dir(cats_data_dir),
+        "other_scheme": version_dir(cats_data_dir),
     }[what]
-    url = os.fspath(tmp_path / "out") if what == "local_url" else "gs://bucket/data"
+    url = {"local_url": os.fspath(tmp_path / "out"), "other_scheme": "hdfs://b/data"}.get(
+        what, "gs://bucket/data"
+    )
     with pytest.raises(PublishError) as raised:
         publish(folder, url)
     message = str(raised.value)
