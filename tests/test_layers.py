@@ -24,7 +24,9 @@ at call time.
 `read` never imports `building`: it reads any built TFDS image dataset, a shared
 folder without our builders included. `building` uses `read` in one place, the
 `FastImageBuilder.as_fast_dataset` convenience method (a call-time import): a
-one-way edge, which the cycle check keeps one-way.
+one-way edge, which the cycle check keeps one-way. `building` uses `cache` in one
+place too: publishing a build (`building.publishing`) writes through the one seam to
+an object store (`cache.remote.object_stores`).
 
 `samples` writes look-alike source archives; it may import the dataset packages for
 the facts a source archive must match (Stanford Dogs' breed folder names), never
@@ -67,7 +69,7 @@ MAY_IMPORT = {
     "quiet": {"quiet"},
     "read": {"read", "augment", "core", "cache"},
     "loader": {"loader", "augment", "core", "cache"},
-    "building": {"building", "read", "augment", "core"},
+    "building": {"building", "read", "augment", "core", "cache"},
     "datasets": {"building", "read", "loader", "augment", "core"},
     # fast_tfds/__init__: the public API re-exported
     "api": {"building", "read", "loader", "augment", "core", "cache"},

@@ -1,10 +1,12 @@
-"""`fast-tfds`: sample archives, the offline demo, verify, cache and tf.data service servers.
+"""`fast-tfds`: sample archives, the offline demo, verify, cache, publish and tf.data service
+servers.
 
 fast-tfds sample DIR        write look-alike source archives into DIR
 fast-tfds demo              sample -> `tfds build` -> as_fast_dataset(), vs a naive pipeline
 fast-tfds service ...       run a tf.data service dispatcher or worker
 fast-tfds verify PATH...    check built datasets: shards present, records intact, counts
 fast-tfds cache list|clean  the reader's caches on disk: list them, remove old ones
+fast-tfds publish DIR URL   upload a built version folder to a bucket, metadata last
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fast_tfds.cli import cache, demo, service, verify
+from fast_tfds.cli import cache, demo, publish, service, verify
 from fast_tfds.quiet import quiet_environment
 
 
@@ -68,6 +70,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     service.add_command(commands)  # fast-tfds service dispatcher|worker
     verify.add_command(commands)  # fast-tfds verify PATH...: shards present and intact
     cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's caches on disk
+    publish.add_command(commands)  # fast-tfds publish DIR URL: a build uploaded, metadata last
     return parser, sized
 
 

@@ -21,7 +21,8 @@ Everything listens on 127.0.0.1 only, and every wait is bounded.
 
 The proxy also answers two kinds of range reads as GCS does, where the emulator does not
 (array_record asks for both at a file's end): a suffix range (`bytes=-N`) and a range
-that starts at the object's end (416).
+that starts at the object's end (416); and it hands the emulator gcsfs's multipart
+uploads as simple ones, which it stores byte for byte (`_multipart_as_media`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import dataclasses
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -278,6 +280,11 @@ class Proxy:
         # breaks the bucket, however fast the reader asks for the others.
         self.held: str | None = None
         self.release = threading.Event()
+        # Uploads after the first `uploads_allowed` wait until `release` is set, then are
+        # dropped unanswered: a publisher cut short mid-way, whose later objects never
+        # reach the bucket, however its threads are scheduled.
+        self.uploads_allowed: int | None = None
+        self._uploads_seen = 0
         self.gone = False
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -298,9 +305,24 @@ class Proxy:
         self._server.close()
 
     def reset(self) -> None:
-        """Forgets the requests seen so far."""
+        """Forgets the requests seen so far (and the uploads `uploads_allowed` counts)."""
         with self._lock:
             self.requests.clear()
+            self._uploads_seen = 0
+
+    def uploaded(self) -> list[str]:
+        """The names of the objects uploaded (the answered simple uploads, as gcsfs makes
+        of files under its chunk size), in the order they were answered."""
+        with self._lock:
+            paths = [r.path for r in self.requests if r.status and _is_upload(r.method, r.path)]
+        return [urllib.parse.parse_qs(urllib.parse.urlsplit(p).query)["name"][0] for p in paths]
+
+    def _beyond_allowed_uploads(self, method: str, target: str) -> bool:
+        if self.uploads_allowed is None or not _is_upload(method, _origin_form(target)):
+            return False
+        with self._lock:
+            self._uploads_seen += 1
+            return self._uploads_seen > self.uploads_allowed
 
     def media_reads(self, suffix: str = "") -> list[Request]:
         """The answered reads of object bytes, of objects whose name ends with `suffix`."""
@@ -345,10 +367,18 @@ class Proxy:
                         return
                 method, target, headers = first
                 first = None
+                if headers.pop("expect", "").lower() == "100-continue":
+                    # botocore asks before it sends an upload's body; the proxy reads the
+                    # whole request before it forwards it, so it says go on at once.
+                    conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = _read_body(stream, headers)
                 if self.gone:
                     self._record(method, host, target, 0, 0)
                     return  # the connection drops, unanswered
+                if self._beyond_allowed_uploads(method, target):
+                    self.release.wait(UPSTREAM_TIMEOUT_S)
+                    self._record(method, host, target, 0, 0)
+                    return
                 if self.held and (_object_of(_origin_form(target))[0] or "").endswith(self.held):
                     self.release.wait(UPSTREAM_TIMEOUT_S)
                 if self.latency_s:
@@ -357,6 +387,10 @@ class Proxy:
                     time.sleep(self.listing_latency_s)
                 path = _origin_form(target)
                 forward = {k: v for k, v in headers.items() if k not in HOP_BY_HOP}
+                if _is_upload(method, path):
+                    # Recorded as made, with the object's name in the query (`uploaded`).
+                    path, body = _multipart_as_media(path, forward, body)
+                    target = path
                 while True:
                     # A kept-alive connection to the server that it closed meanwhile (Azurite,
                     # Node's, closes idle ones after 5 s) is made again once, as a proxy
@@ -432,6 +466,37 @@ class Proxy:
             self.requests.append(
                 Request(method, host, path, name, media and method == "GET", status, size)
             )
+
+
+def _is_upload(method: str, path: str) -> bool:
+    """Whether a GCS request uploads an object's bytes."""
+    return method in ("POST", "PUT") and path.startswith("/upload/")
+
+
+def _multipart_as_media(path: str, headers: dict[str, str], body: bytes) -> tuple[str, bytes]:
+    """A multipart upload (gcsfs's of a file under its chunk size) as the simple media
+    upload of the same object, (path, body), with `headers` set for it: the emulator
+    parses a multipart body with Python's email parser, which takes a file's last byte, a CR,
+    for part of the line break before the closing boundary and drops it (GCS keeps every
+    byte). Other requests are given back as they are."""
+    parsed = urllib.parse.urlsplit(path)
+    query = urllib.parse.parse_qs(parsed.query)
+    boundary = re.search(r'boundary="?([^";]+)"?', headers.get("content-type", ""))
+    if query.get("uploadType") != ["multipart"] or boundary is None:
+        return path, body
+    parts = body.split(b"--" + boundary.group(1).encode())
+    fields = []
+    for part in parts[1:3]:  # the metadata (JSON), then the object's bytes
+        blank = re.search(rb"\r?\n\r?\n", part)
+        newline = b"\r\n" if blank.group(0) == b"\r\n\r\n" else b"\n"
+        fields.append(part[blank.end() :].removesuffix(newline))
+    name = json.loads(fields[0])["name"]
+    # As bytes: the emulator would parse a media upload of "application/json" (a JSON
+    # file's type) as a request's JSON.
+    headers["content-type"] = "application/octet-stream"
+    query.pop("uploadType")
+    query = {**{k: v[0] for k, v in query.items()}, "uploadType": "media", "name": name}
+    return f"{parsed.path}?{urllib.parse.urlencode(query)}", fields[1]
 
 
 def _is_listing(path: str) -> bool:
@@ -573,6 +638,19 @@ class Bucket:
         response = conn.getresponse()
         response.read()
         assert response.status == 200, f"upload of {name}: HTTP {response.status}"
+
+    def names(self, prefix: str) -> list[str]:
+        """The names of the objects under `prefix/`, straight from the emulator."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)
+        try:
+            query = urllib.parse.urlencode({"prefix": f"{prefix}/"})
+            conn.request("GET", f"/storage/v1/b/{self.name}/o?{query}")
+            response = conn.getresponse()
+            body = response.read()
+            assert response.status == 200, f"listing of {prefix}: HTTP {response.status}"
+            return sorted(item["name"] for item in json.loads(body).get("items", []))
+        finally:
+            conn.close()
 
     def delete(self, name: str) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=60)

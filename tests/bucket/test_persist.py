@@ -155,5 +155,5 @@ def test_without_gcsfs_persist_says_how_to_get_it_and_caches_in_memory(bucket, t
     found = reads.outputs_of(child)
     stderr = child.stderr_text()
     warned = [line for line in stderr.splitlines() if "caching in memory only" in line]
-    assert len(warned) == 1 and "pip install gcsfs" in warned[0], stderr[-3000:]
+    assert len(warned) == 1 and "pip install 'fast-image-tfds[gcs]'" in warned[0], stderr[-3000:]
     assert found["gs0"] and files(cache) == []

@@ -29,7 +29,7 @@ def test_a_bare_fast_tfds_prints_the_commands():
     done = fast_tfds()
     assert done.returncode == 2
     assert "usage: fast-tfds" in done.stderr
-    for command in ("sample", "demo", "service", "verify", "cache"):
+    for command in ("sample", "demo", "service", "verify", "cache", "publish"):
         assert re.search(rf"^\s+{command}\s+\w", done.stderr, re.M), (command, done.stderr)
 
 

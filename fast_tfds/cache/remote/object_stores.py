@@ -17,6 +17,8 @@ included, is a few tenths of a second, and a reader that opens a dataset asks th
 from __future__ import annotations
 
 import abc
+import base64
+import hashlib
 import importlib.util
 import os
 import threading
@@ -94,21 +96,29 @@ class ObjectStore(abc.ABC):
     """An object store the readers read builds from, over its fsspec client.
 
     Each store says what its urls' scheme is (`scheme`, also fsspec's protocol for its
-    client), which package gives the client and how to install it (`package`,
-    `install`), what identifies an object's content (`fingerprint`), how a user checks
-    that an object can be read (`check_command`), whether TensorFlow reads it too
+    client), which package gives the client and which of our extras installs it
+    (`package`, `extra`), what identifies an object's content (`fingerprint`), how a user
+    checks that an object can be read (`check_command`), whether TensorFlow reads it too
     (`tensorflow_reads`), and how one object is copied whole where the client's own copy
-    is not one request (`get_file`). The rest is the same for every store.
+    is not one request (`get_file`). Publishing a build (`fast_tfds.building.publishing`)
+    also needs how a file is uploaded whole (`put_file`) and the checksum the store
+    computes of an object's bytes (`checksum`, `local_checksum`). The rest is the same for
+    every store.
     """
 
     scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
     package: ClassVar[str]  # the module of the fsspec client: 'gcsfs'
-    install: ClassVar[str]  # what a message tells a user to run: 'pip install gcsfs'
+    extra: ClassVar[str]  # this package's extra that installs the client: 'gcs'
     # Whether TensorFlow's own file systems read it (gs:// only: TensorFlow's S3 support
     # went to tensorflow-io, which does not load on TensorFlow 2.18+, and it never had
     # Azure's): where it does not, the client is needed for every read, and what only
     # TensorFlow reads (the tf.data service's workers, a file cache) cannot be there.
     tensorflow_reads: ClassVar[bool] = False
+
+    @property
+    def install(self) -> str:
+        """What a message tells a user to run to get the client."""
+        return f"pip install 'fast-image-tfds[{self.extra}]'"
 
     @abc.abstractmethod
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
@@ -135,6 +145,23 @@ class ObjectStore(abc.ABC):
             f"{url}: reading {self.scheme}:// needs {self.package}, which is not installed "
             f"(`{self.install}`)"
         )
+
+    @abc.abstractmethod
+    def put_file(self, local: str, key: str) -> None:
+        """The local file `local` uploaded whole as object `key`, replacing any: a reader
+        sees the old object or the new one, never part of one. Where the store computes a
+        checksum only when asked at upload, this asks for the one `checksum` reads."""
+
+    @abc.abstractmethod
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        """The checksum the store computed of object `key`'s bytes, from its entry in a
+        detailed listing (`entry`), or asked of the store where the listing lacks it;
+        None where the store keeps none (a publisher then reads the object back)."""
+
+    @abc.abstractmethod
+    def local_checksum(self, local: str) -> str | None:
+        """What `checksum` would give of the local file `local` once uploaded (None where
+        it gives None): equal checksums and sizes mean the object holds the file."""
 
     def client(self) -> Any:
         """The fsspec client (fsspec's shared instance in this process); ImportError where
@@ -195,7 +222,7 @@ class GCS(ObjectStore):
 
     scheme = "gs"
     package = "gcsfs"
-    install = "pip install gcsfs"
+    extra = "gcs"
     tensorflow_reads = True
 
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
@@ -211,6 +238,25 @@ class GCS(ObjectStore):
         # One streamed GET, with no metadata request.
         self.client().get_file(key, local, callback=callback, concurrency=1)
 
+    def put_file(self, local: str, key: str) -> None:
+        # A file under gcsfs's chunk size (50 MiB) goes in one request; a larger one, as a
+        # resumable upload that GCS makes an object of only once all of it is there.
+        self.client().put_file(local, key)
+
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        # GCS computes the CRC32C of every object it stores, and lists it (base64).
+        return entry.get("crc32c")
+
+    def local_checksum(self, local: str) -> str | None:
+        # google-crc32c comes with gcsfs (through google-cloud-storage), in C.
+        import google_crc32c
+
+        crc = google_crc32c.Checksum()
+        with open(local, "rb") as f:
+            while piece := f.read(1 << 22):
+                crc.update(piece)
+        return base64.b64encode(crc.digest()).decode("ascii")
+
 
 class S3(ObjectStore):
     """Amazon S3 (or an S3-compatible store: MinIO, R2, Ceph; AWS_ENDPOINT_URL names it)
@@ -220,13 +266,28 @@ class S3(ObjectStore):
 
     scheme = "s3"
     package = "s3fs"
-    install = "pip install 'fast-image-tfds[s3]'"
+    extra = "s3"
 
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
         return _size_and_etag(url, entry, "ETag")
 
     def check_command(self, url: str) -> str:
         return f"aws s3 ls {url}"
+
+    def put_file(self, local: str, key: str) -> None:
+        # S3 keeps a SHA-256 of an object only when asked for one at its upload.
+        self.client().put_file(local, key, ChecksumAlgorithm="SHA256")
+
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        # A listing does not carry it: one HEAD that asks for it. An object uploaded in
+        # parts has a checksum of its parts' checksums ("...-N"), not the file's.
+        bucket, _, path = key.partition("/")
+        head = self.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
+        value = head.get("ChecksumSHA256")
+        return value if value and "-" not in value else None
+
+    def local_checksum(self, local: str) -> str | None:
+        return _file_digest(local, hashlib.sha256)
 
 
 class Azure(ObjectStore):
@@ -236,7 +297,7 @@ class Azure(ObjectStore):
 
     scheme = "az"
     package = "adlfs"
-    install = "pip install 'fast-image-tfds[azure]'"
+    extra = "azure"
 
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
         return _size_and_etag(url, entry, "etag")
@@ -244,6 +305,27 @@ class Azure(ObjectStore):
     def check_command(self, url: str) -> str:
         container, _, path = self.key(url).partition("/")
         return f"az storage blob list --container-name {container} --prefix {path}"
+
+    def put_file(self, local: str, key: str) -> None:
+        self.client().put_file(local, key, overwrite=True)
+
+    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
+        # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
+        # single-put size); a blob put in blocks has none.
+        md5 = (entry.get("content_settings") or {}).get("content_md5")
+        return base64.b64encode(bytes(md5)).decode("ascii") if md5 else None
+
+    def local_checksum(self, local: str) -> str | None:
+        return _file_digest(local, hashlib.md5)
+
+
+def _file_digest(local: str, kind: Callable[[], Any]) -> str:
+    """A local file's digest (`hashlib.sha256`, `md5`), base64 as the stores give theirs."""
+    digest = kind()
+    with open(local, "rb") as f:
+        while piece := f.read(1 << 22):
+            digest.update(piece)
+    return base64.b64encode(digest.digest()).decode("ascii")
 
 
 def _size_and_etag(url: str, entry: dict[str, Any], field: str) -> list:

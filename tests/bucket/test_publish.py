@@ -1,0 +1,305 @@
+"""`fast-tfds publish` into the emulated gs:// bucket: a published build reads as the local
+one with both front doors, publishing it again uploads nothing, another build at the url
+is refused unless --overwrite, a publish cut short completes when run again (uploading
+only what is missing), and a reader during a publish is told the build is not there.
+
+Each publish runs `python -m fast_tfds.cli publish` in a child with the bucket's
+environment (gcsfs takes the emulator's address from it), each into its own prefix of
+the session's bucket.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import sys
+import termios
+import time
+
+import pytest
+from tqdm import tqdm
+
+from fast_tfds.building.publishing import PublishError, publish
+from tests.bucket import reads
+from tests.bucket.emulated import child_env
+from tests.children import Child
+from tests.helpers import BLOCK_PACKAGES, REPO
+from tests.pairs import Truth
+
+VERSION = ("cats_vs_dogs_fast", "224", "1.0.0")
+
+DATASET = """
+import os
+import cats_vs_dogs_fast
+report("dataset", cats_vs_dogs_fast.as_fast_dataset(
+    "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0,
+    download_and_prepare=False))
+"""
+
+LOADER = """
+import os
+import cats_vs_dogs_fast
+try:
+    report("loader", cats_vs_dogs_fast.as_fast_loader(
+        "train", data_dir=os.environ["GS_DIR"], batch_size=8, shuffle=False, seed=0,
+        download_and_prepare=False))
+except Exception as error:
+    print("ERROR", type(error).__name__, " ".join(str(error).split()), flush=True)
+"""
+
+
+def version_dir(data_dir) -> str:
+    return os.path.join(data_dir, *VERSION)
+
+
+def start_publish(bucket, folder, url, *options: str, code: str = "") -> Child:
+    """`fast-tfds publish folder url` in a child, through its entry point (`code`: run
+    first, e.g. to block an import)."""
+    command = [sys.executable]
+    if code:
+        runner = code + "\nfrom fast_tfds.cli import main\nmain(sys.argv[2:])\n"
+        command += ["-c", runner, "gcsfs"]
+    else:
+        command += ["-m", "fast_tfds.cli"]
+    command += ["publish", os.fspath(folder), url, *options]
+    return Child(command, cwd=REPO, env=child_env(bucket))
+
+
+def run_publish(bucket, folder, url, *options: str, code: str = "") -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `fast-tfds publish folder url`."""
+    child = start_publish(bucket, folder, url, *options, code=code)
+    out = child.rest()
+    return child.wait(60), out, child.stderr_text()
+
+
+def published(bucket, folder, url, *options: str) -> str:
+    """The summary line of a publish that succeeded."""
+    code, out, err = run_publish(bucket, folder, url, *options)
+    assert code == 0, err[-3000:]
+    assert "Publishing" not in err, err[-3000:]  # no progress bar but on a terminal
+    return out.strip().splitlines()[-1]
+
+
+def objects(bucket, prefix: str) -> list[str]:
+    return [n.rsplit("/", 1)[-1] for n in bucket.names(f"{prefix}/{'/'.join(VERSION)}")]
+
+
+def test_a_published_build_reads_the_local_pairs_and_published_again_uploads_nothing(
+    bucket, cats_both_formats_dir
+):
+    """A build with TFRecord and ArrayRecord files, published, then read from the bucket
+    with `as_fast_dataset`; published again: no upload at all. (The loader reads the
+    ArrayRecord builds published by the tests below.)"""
+    folder = version_dir(cats_both_formats_dir)
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    said = published(bucket, folder, bucket.url("published"))
+    assert said.endswith(f": {len(local)} files uploaded, 0 already there"), said
+    uploaded = [n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()]
+    assert sorted(uploaded) == local == objects(bucket, "published")
+    is_shard = ["-of-" in n for n in uploaded]
+    assert is_shard == sorted(is_shard, reverse=True), uploaded  # the data files first
+    assert uploaded[-1] == "dataset_info.json", uploaded
+
+    found, _ = reads.run(bucket, DATASET, GS_DIR=bucket.url("published"))
+    Truth.of(cats_both_formats_dir).check(found["dataset"])
+
+    bucket.proxy.reset()
+    said = published(bucket, folder, bucket.url("published", *VERSION))  # the folder itself
+    assert said.endswith(f": 0 files uploaded, {len(local)} already there"), said
+    assert bucket.proxy.uploaded() == []
+
+
+def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
+    bucket, cats_data_dir, cats_array_record_dir
+):
+    """The TFRecord build, then the ArrayRecord build of the same version to the same url:
+    refused in one line; with --overwrite, the TFRecord files are gone and the loader
+    reads the ArrayRecord build."""
+    url = bucket.url("replaced")
+    local_tfrecord = os.listdir(version_dir(cats_data_dir))
+    published(bucket, version_dir(cats_data_dir), url)
+    code, out, err = run_publish(bucket, version_dir(cats_array_record_dir), url)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith("ERROR: gs://") and "holds another build" in lines[0]
+    assert "--overwrite" in lines[0]
+    assert any(".tfrecord-" in n for n in objects(bucket, "replaced"))
+
+    bucket.proxy.reset()
+    said = published(bucket, version_dir(cats_array_record_dir), url, "--overwrite")
+    assert "of another build removed" in said, said
+    deleted = [r.object.rsplit("/", 1)[-1] for r in bucket.proxy.requests if r.method == "DELETE"]
+    assert deleted[0] == "dataset_info.json", deleted  # readers see no build from then on
+    assert sorted(deleted[1:]) == sorted(n for n in local_tfrecord if ".tfrecord-" in n), deleted
+    assert objects(bucket, "replaced") == sorted(os.listdir(version_dir(cats_array_record_dir)))
+    found, _ = reads.run(bucket, LOADER, GS_DIR=url)
+    Truth.of(cats_array_record_dir).check(found["loader"])
+
+
+def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats_missing(
+    bucket, cats_array_record_dir
+):
+    """The bucket takes two uploads, then none: a reader started then is told the build
+    is not there (no examples); the publisher is killed; run again, it uploads only the
+    objects that did not get there, dataset_info.json last, and the loader reads it."""
+    folder, url = version_dir(cats_array_record_dir), bucket.url("cut_short")
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    bucket.proxy.release.clear()
+    bucket.proxy.uploads_allowed = 2
+    child = start_publish(bucket, folder, url)
+    try:
+        deadline = time.monotonic() + 120
+        while len(bucket.proxy.uploaded()) < 2 and child.poll() is None:
+            assert time.monotonic() < deadline, "the publisher made no 2 uploads in 120 s"
+            time.sleep(0.1)
+        reader = reads.start(bucket, LOADER, GS_DIR=url)
+        reader.stdin.close()
+        found, error = reads.ended(reader)
+        assert "loader" not in found and error.startswith("ERROR "), error
+        assert "not built" in error or "not published" in error, error
+    finally:
+        child.kill()
+        child.wait(60)
+        bucket.proxy.uploads_allowed = None
+        bucket.proxy.release.set()  # the held uploads are dropped
+    there = objects(bucket, "cut_short")
+    bucket.proxy.release.clear()  # as the session's bucket was
+    assert len(there) == 2 and "dataset_info.json" not in there, there
+
+    bucket.proxy.reset()
+    said = published(bucket, folder, url)
+    assert said.endswith(f": {len(local) - 2} files uploaded, 2 already there"), said
+    uploaded = [n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()]
+    assert sorted(uploaded) == sorted(set(local) - set(there)), uploaded
+    assert uploaded[-1] == "dataset_info.json", uploaded
+    assert objects(bucket, "cut_short") == local
+    found, _ = reads.run(bucket, LOADER, GS_DIR=url)
+    Truth.of(cats_array_record_dir).check(found["loader"])
+
+
+def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cats_data_dir):
+    folder = version_dir(cats_data_dir)
+    code, _, err = run_publish(bucket, folder, "gs://no-such-bucket/data")
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert "gs://no-such-bucket/data/cats_vs_dogs_fast/224/1.0.0/" in lines[0], lines
+    assert "refused the write" in lines[0], lines
+
+    code, _, err = run_publish(bucket, folder, bucket.url("no_client"), code=BLOCK_PACKAGES)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert "needs gcsfs" in lines[0] and "pip install 'fast-image-tfds[gcs]'" in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("what", "said"),
+    [
+        ("missing", "no such folder"),
+        ("empty", "not a built version folder (no dataset_info.json"),
+        ("data_dir", "not a version folder (no dataset_info.json); pass the one to publish, "),
+        ("local_url", "publishing writes to an object store (gs://)"),
+        ("other_scheme", "hdfs://b/data/cats_vs_dogs_fast/224/1.0.0: no store here publishes "),
+    ],
+)
+def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir, what, said):
+    folder = {
+        "missing": tmp_path / "missing",
+        "empty": tmp_path,
+        "data_dir": cats_data_dir,
+        "local_url": version_dir(cats_data_dir),
+        "other_scheme": version_dir(cats_data_dir),
+    }[what]
+    url = {"local_url": os.fspath(tmp_path / "out"), "other_scheme": "hdfs://b/data"}.get(
+        what, "gs://bucket/data"
+    )
+    with pytest.raises(PublishError) as raised:
+        publish(folder, url)
+    message = str(raised.value)
+    assert said in message and "\n" not in message, message
+    if what == "data_dir":
+        assert message.endswith(version_dir(cats_data_dir)), message
+
+
+READ_BACK = """
+import sys
+from fast_tfds.building.publishing import publish
+from fast_tfds.cache.remote import object_stores
+
+class NoChecksums(object_stores.GCS):
+    # A store that keeps no checksum of its objects (a publisher reads them back).
+    def checksum(self, key, entry):
+        return None
+
+    def local_checksum(self, local):
+        return None
+
+object_stores.STORES["gs"] = NoChecksums()
+for _ in range(2):
+    done = publish(sys.argv[1], sys.argv[2])
+    print("PUBLISHED", len(done.uploaded), len(done.kept), flush=True)
+"""
+
+
+def test_where_the_store_keeps_no_checksum_the_objects_are_read_back(bucket, cats_data_dir):
+    """Each object is checked by its bytes read back, and so is each object already there
+    when the same build is published again: nothing is uploaded the second time."""
+    folder, url = version_dir(cats_data_dir), bucket.url("read_back")
+    local = sorted(os.listdir(folder))
+    bucket.proxy.reset()
+    child = Child([sys.executable, "-c", READ_BACK, folder, url], cwd=REPO, env=child_env(bucket))
+    out = child.rest()
+    assert child.wait(60) == 0, child.stderr_text()[-3000:]
+    said = [line.split()[1:] for line in out.splitlines() if line.startswith("PUBLISHED")]
+    assert said == [[str(len(local)), "0"], ["0", str(len(local))]], out
+    assert sorted(n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()) == local
+    read = [r.object.rsplit("/", 1)[-1] for r in bucket.proxy.media_reads() if r.object]
+    assert sorted(read) == sorted(local * 2), read  # once after its upload, once again
+
+
+def test_on_a_terminal_a_progress_bar_shows_the_bytes_uploaded(bucket, cats_data_dir):
+    folder = version_dir(cats_data_dir)
+    total = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+    terminal, stderr = pty.openpty()
+    fcntl.ioctl(stderr, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    command = [sys.executable, "-m", "fast_tfds.cli", "publish", folder, bucket.url("terminal")]
+    child = Child(command, cwd=REPO, env=child_env(bucket), stderr=stderr)
+    os.close(stderr)
+    out = child.rest()
+    assert child.wait(60) == 0
+    shown = b""
+    while select.select([terminal], [], [], 0)[0]:
+        try:
+            piece = os.read(terminal, 65536)
+        except OSError:  # the child's end is closed
+            break
+        if not piece:
+            break
+        shown += piece
+    os.close(terminal)
+    last = shown.decode(errors="replace").split("\r")[-2]
+    size = tqdm.format_sizeof(total)
+    assert last.startswith("Publishing: 100%|") and f"| {size}/{size} [" in last, shown
+    assert "files uploaded" in out and "Publishing" not in out
+
+
+@pytest.mark.parametrize("store", ["s3", "az"], indirect=True)
+def test_s3_and_azure_publish_checked_uploads_that_read_back_and_are_not_made_twice(
+    store, cats_array_record_dir
+):
+    """The ArrayRecord build published to moto's S3 and to Azurite: each object checked by
+    the store's own checksum (S3's SHA-256 asked for at upload, Azure's Content-MD5), the
+    loader reads the local pairs from it, and publishing again uploads nothing."""
+    folder = version_dir(cats_array_record_dir)
+    count = len(os.listdir(folder))
+    url = store.url(f"published-{store.scheme}")
+    said = published(store, folder, url)
+    assert said.endswith(f": {count} files uploaded, 0 already there"), said
+    found, _ = reads.run(store, LOADER, GS_DIR=url)
+    Truth.of(cats_array_record_dir).check(found["loader"])
+    said = published(store, folder, url)
+    assert said.endswith(f": 0 files uploaded, {count} already there"), said
