@@ -7,6 +7,4 @@ export TF_ENABLE_ONEDNN_OPTS=0 TF_CPP_MIN_LOG_LEVEL=2
 ruff check .
 ruff format --check .
 # --durations=25: the slowest tests at the end of every run, so the next slow one is seen.
-# --dist loadgroup: the tests of a module in tests/conftest.py's ONE_WORKER_MODULES share one
-# worker (and its module fixture); every other test goes to whichever worker is free.
-exec python -m pytest -n auto --dist loadgroup --durations=25 "$@"
+exec python -m pytest -n auto --durations=25 "$@"

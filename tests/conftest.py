@@ -28,31 +28,12 @@ SMOKE_MODULES = (
     "tests/loader/test_loader.py",
 )
 
-# Modules whose tests share one expensive module-scoped fixture (a benchmark's run, a wheel, a
-# persistent file filled by a child process). Under `--dist loadgroup` (scripts/test.sh) the
-# tests of each run on one xdist worker, so that fixture is made once per run rather than once
-# on each worker its tests land on. (What can be shared as a folder is: `shared_folder`.)
-ONE_WORKER_MODULES = (
-    "tests/benchmarks/test_accelerator.py",
-    "tests/benchmarks/test_bench.py",
-    "tests/benchmarks/test_loader_rows.py",
-    "tests/benchmarks/test_recipes.py",
-    "tests/benchmarks/test_sizes.py",
-    "tests/datasets/test_stanford_dogs_builder.py",
-    "tests/reliability/test_persistent_cache.py",
-    "tests/reliability/test_persistent_pictures.py",
-    "tests/test_packaging.py",
-)
-
 
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
     for item in items:
-        module = item.path.relative_to(root).as_posix()
-        if module in SMOKE_MODULES:
+        if item.path.relative_to(root).as_posix() in SMOKE_MODULES:
             item.add_marker(pytest.mark.smoke)
-        if module in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
 
 
 @pytest.fixture(scope="session")
