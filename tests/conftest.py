@@ -60,29 +60,45 @@ def cats_data_dir(tmp_path_factory, cats_sample):
     return shared_folder(tmp_path_factory, "cats_data", build)
 
 
+def _with_array_record(tmp_path_factory, cats_data_dir, name: str, configs: tuple[str, ...]):
+    """The shared folder `name`: the builds of `configs` of `cats_data_dir`, each holding
+    TFRecord and ArrayRecord files of the same examples (`tfds convert_format`)."""
+
+    def convert(data):
+        for config in configs:
+            config_dir = data / "cats_vs_dogs_fast" / config
+            shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / config, config_dir)
+            version_dir = config_dir / "1.0.0"
+            done = subprocess.run(
+                [
+                    *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(version_dir)),
+                    *("--out_file_format", "array_record", "--num_workers", "1"),
+                ],
+                capture_output=True,
+                text=True,
+                env=child_env(),
+                timeout=TIMEOUT_S,
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert sorted(version_dir.glob("*.array_record-*"))
+
+    return shared_folder(tmp_path_factory, name, convert)
+
+
 @pytest.fixture(scope="session")
 def cats_both_formats_dir(cats_data_dir, tmp_path_factory):
     """A data dir whose 224 build holds TFRecord and ArrayRecord files of the same
     examples (`tfds convert_format`), as a folder that serves both back ends does."""
+    return _with_array_record(tmp_path_factory, cats_data_dir, "cats_both_formats", ("224",))
 
-    def convert(data):
-        config_dir = data / "cats_vs_dogs_fast" / "224"
-        shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / "224", config_dir)
-        version_dir = config_dir / "1.0.0"
-        done = subprocess.run(
-            [
-                *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(version_dir)),
-                *("--out_file_format", "array_record", "--num_workers", "1"),
-            ],
-            capture_output=True,
-            text=True,
-            env=child_env(),
-            timeout=TIMEOUT_S,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert sorted(version_dir.glob("*.array_record-*"))
 
-    return shared_folder(tmp_path_factory, "cats_both_formats", convert)
+@pytest.fixture(scope="session")
+def cats_every_config_both_formats_dir(cats_data_dir, tmp_path_factory):
+    """`cats_both_formats_dir` with the original config converted too: the benchmarks'
+    loader rows read both configs as ArrayRecord, converted once per run here rather than
+    by each benchmark test (each copies it, as a benchmark may write next to the files)."""
+    configs = ("224", "original")
+    return _with_array_record(tmp_path_factory, cats_data_dir, "cats_every_config", configs)
 
 
 @pytest.fixture(scope="session")

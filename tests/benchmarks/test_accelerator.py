@@ -18,12 +18,13 @@ from benchmarks.data import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
-def bundle(cats_data_dir, tmp_path_factory):
-    """The pack command's output for a copy of the tests' sample (it adds ArrayRecord files
-    to the data dir it packs)."""
+def bundle(cats_every_config_both_formats_dir, tmp_path_factory):
+    """The pack command's output for a copy of the tests' sample, with its ArrayRecord files
+    (the pack adds them where they are missing, as the loader rows do: tests/benchmarks/
+    test_loader_rows.py checks that)."""
     tmp = tmp_path_factory.mktemp("accelerator")
     data_dir = tmp / "data"
-    shutil.copytree(cats_data_dir, data_dir)
+    shutil.copytree(cats_every_config_both_formats_dir, data_dir)
     out = tmp / "fast_tfds_device"
     accelerator_pack.main(["--data-dir", str(data_dir), "--out", str(out)])
     return out

@@ -12,10 +12,10 @@ from benchmarks import recipes
 
 
 @pytest.fixture(scope="module")
-def recipes_run(cats_data_dir, tmp_path_factory):
+def recipes_run(cats_every_config_both_formats_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("recipes")
     data_dir = tmp / "data"
-    shutil.copytree(cats_data_dir, data_dir)  # The loader rows add ArrayRecord files.
+    shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
     out = tmp / "recipes.json"
     bench.main(["recipes", "--data-dir", str(data_dir), "--rounds", "1", "--out", str(out)])
     return json.loads(out.read_text())

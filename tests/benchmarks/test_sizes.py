@@ -14,11 +14,11 @@ from benchmarks import sizes
 
 
 @pytest.fixture(scope="module")
-def sizes_run_and_table(cats_data_dir, tmp_path_factory):
+def sizes_run_and_table(cats_every_config_both_formats_dir, tmp_path_factory):
     """(result, printed output) of two rounds of every row."""
     tmp = tmp_path_factory.mktemp("sizes")
     data_dir = tmp / "data"
-    shutil.copytree(cats_data_dir, data_dir)  # The loader rows add ArrayRecord files.
+    shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
     out = tmp / "sizes.json"
     argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "2", "--out", str(out)]
     printed = io.StringIO()
