@@ -149,12 +149,16 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
             f"files; the loader reads ArrayRecord. Add ArrayRecord files next to them with "
             f"`{convert}`, or build with `--file_format array_record`"
         )
-    selected = splits.split_info(info, split)
+    splits.split_info(info, split)  # a one-line error for a split that is not there
     raw = builder.as_data_source(
         split=split,
         file_format=ARRAY_RECORD,
         deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES,
     )
+    # Asked after `as_data_source`, which sets the info's file format to ArrayRecord: in a
+    # build with both formats, the file names are then the ArrayRecord files' (before, the
+    # TFRecord files', which a bucket's copies would open as ArrayRecord).
+    selected = splits.split_info(info, split)
     # The array_record source underneath: what is pickled to worker processes is
     # then file names and record ranges, not the builder's DatasetInfo, whose
     # unpickling imports the dataset's builder module in every worker.

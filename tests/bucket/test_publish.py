@@ -91,8 +91,8 @@ def test_a_published_build_reads_the_local_pairs_and_published_again_uploads_not
     bucket, cats_both_formats_dir
 ):
     """A build with TFRecord and ArrayRecord files, published, then read from the bucket
-    with `as_fast_dataset`; published again: no upload at all. (The loader reads the
-    ArrayRecord builds published by the tests below.)"""
+    with `as_fast_dataset` (its TFRecord files) and `as_fast_loader` (its ArrayRecord
+    files); published again: no upload at all."""
     folder = version_dir(cats_both_formats_dir)
     local = sorted(os.listdir(folder))
     bucket.proxy.reset()
@@ -104,8 +104,12 @@ def test_a_published_build_reads_the_local_pairs_and_published_again_uploads_not
     assert is_shard == sorted(is_shard, reverse=True), uploaded  # the data files first
     assert uploaded[-1] == "dataset_info.json", uploaded
 
-    found, _ = reads.run(bucket, DATASET, GS_DIR=bucket.url("published"))
+    found, err = reads.run(bucket, DATASET + LOADER, GS_DIR=bucket.url("published"))
     Truth.of(cats_both_formats_dir).check(found["dataset"])
+    # The loader opens the ArrayRecord files of a build that has both formats (it prints
+    # ERROR and reports nothing where it cannot).
+    assert "loader" in found, err[-3000:]
+    Truth.of(cats_both_formats_dir).check(found["loader"])
 
     bucket.proxy.reset()
     said = published(bucket, folder, bucket.url("published", *VERSION))  # the folder itself
