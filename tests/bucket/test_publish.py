@@ -206,7 +206,7 @@ def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cat
         ("missing", "no such folder"),
         ("empty", "not a built version folder (no dataset_info.json"),
         ("data_dir", "not a version folder (no dataset_info.json); pass the one to publish, "),
-        ("local_url", "publishing writes to an object store (gs://)"),
+        ("local_url", "publishing writes to an object store (gs://, s3://, az://)"),
         ("other_scheme", "hdfs://b/data/cats_vs_dogs_fast/224/1.0.0: no store here publishes "),
     ],
 )
