@@ -26,12 +26,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
 from fast_tfds.building.errors import BuildError
 from fast_tfds.building.parallel import ordered_thread_map
+from fast_tfds.cache.remote.metadata import INFO, SHARD
 from fast_tfds.cache.remote.object_stores import (
     STORES,
     NoAnswer,
@@ -43,14 +43,9 @@ from fast_tfds.cache.remote.object_stores import (
     within,
 )
 
-INFO_FILE = "dataset_info.json"
 # Uploads in flight at once (and local files checksummed at once): each is mostly
 # waiting on the network or the disk, and a store takes many writes in parallel.
 PARALLEL_UPLOADS = 8
-# A data file, as TFDS names shards (`NAME-SPLIT.FORMAT-00003-of-00016`). Every other
-# file is metadata that TFDS may read to open the build (features.json, the label names'
-# *.labels.txt, metadata.json, ...): uploaded after the data files.
-SHARD = re.compile(r".+-\d{5}-of-\d{5}")
 
 
 class PublishError(BuildError):
@@ -105,16 +100,16 @@ def publish(
         )
     # The dataset_info.json there first (even one equal to this build's): readers see no
     # build while the objects change, then this one whole.
-    retired = [INFO_FILE] if other and INFO_FILE in there else []
+    retired = [INFO] if other and INFO in there else []
     removed = [n for n in other if n not in local]
     for name in retired + removed:
         _delete(store, f"{target}/{name}")
     same = [n for n in same if n not in retired]
     todo = [n for n in names if n not in same]
     data = [n for n in todo if SHARD.fullmatch(n)]
-    metadata = [n for n in todo if not SHARD.fullmatch(n) and n != INFO_FILE]
+    metadata = [n for n in todo if not SHARD.fullmatch(n) and n != INFO]
     total = sum(local[n][0] for n in todo)
-    for group in (data, metadata, [n for n in todo if n == INFO_FILE]):
+    for group in (data, metadata, [n for n in todo if n == INFO]):
         for size in ordered_thread_map(
             lambda n: _upload(store, folder, n, target, local), group, workers=PARALLEL_UPLOADS
         ):
@@ -138,16 +133,16 @@ def _built_info(folder: str) -> dict[str, Any]:
     example = "e.g. ~/tensorflow_datasets/cats_vs_dogs_fast/224/1.0.0"
     if not os.path.isdir(folder):
         raise PublishError(f"{folder}: no such folder; pass a built version folder, {example}")
-    path = os.path.join(folder, INFO_FILE)
+    path = os.path.join(folder, INFO)
     if not os.path.isfile(path):
-        below = sorted(os.path.relpath(d, folder) for d, _, f in os.walk(folder) if INFO_FILE in f)
+        below = sorted(os.path.relpath(d, folder) for d, _, f in os.walk(folder) if INFO in f)
         if below:
             raise PublishError(
-                f"{folder}: not a version folder (no {INFO_FILE}); pass the one to publish, "
+                f"{folder}: not a version folder (no {INFO}); pass the one to publish, "
                 f"e.g. {os.path.join(folder, below[0])}"
             )
         raise PublishError(
-            f"{folder}: not a built version folder (no {INFO_FILE}: not built, or its build "
+            f"{folder}: not a built version folder (no {INFO}: not built, or its build "
             f"did not finish); build it with `tfds build`, then pass its folder, {example}"
         )
     try:

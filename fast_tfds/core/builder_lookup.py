@@ -52,20 +52,24 @@ def load_builder(
     check_readable_location("data_dir", data_dir)
     check_readable_location("builder_dir", builder_dir)
     folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
+
+    def not_in_store(why: Exception) -> DatasetNotBuilt:
+        return _not_in_store(
+            name,
+            config,
+            folder,
+            builder_dir,
+            download_and_prepare,
+            download_config,
+            file_format,
+            why,
+        )
+
     if copy_metadata is not None and folder is not None and "://" in folder:
         try:
             local = copy_metadata(folder)
         except FileNotFoundError as error:
-            raise _not_in_store(
-                name,
-                config,
-                folder,
-                builder_dir,
-                download_and_prepare,
-                download_config,
-                file_format,
-                error,
-            ) from None
+            raise not_in_store(error) from None
         if local is not None:
             builder = tfds.builder_from_directory(local)
             builder.info.update_data_dir(folder)  # the shards are read from the store
@@ -83,6 +87,8 @@ def load_builder(
     builder = tfds.builder(name, config=None if config is None else str(config), data_dir=data_dir)
     if builder.is_prepared():
         return builder
+    if folder is not None and "://" in folder:  # gs://, which TFDS reads itself
+        raise not_in_store(FileNotFoundError(f"no {folder}/dataset_info.json"))
     if not download_and_prepare:
         raise DatasetNotBuilt(
             f"download_and_prepare=False: {builder.info.full_name} is not built in "
@@ -173,8 +179,8 @@ def _not_in_store(
     root = folder[: -len(what)].rstrip("/")
     command = build_command(local, download_config, file_format)
     copy = (
-        f"run `{command}` and copy {local.data_dir} to {folder}, its dataset_info.json last "
-        f"(a build in an object store is read, never made there: {why})"
+        f"run `{command}`, then `fast-tfds publish {local.data_dir} {root}` (a build in an "
+        f"object store is read, never made there: {why})"
     )
     if not download_and_prepare:
         return DatasetNotBuilt(f"download_and_prepare=False: {what} is not built in {root}; {copy}")

@@ -92,17 +92,21 @@ def test_wrong_credentials_are_one_line_naming_the_build(own_store, kind):
     assert found["read"] == []
 
 
-@STORES
+@pytest.mark.parametrize("own_store", ["gs", "s3", "az"], indirect=True)
 @pytest.mark.parametrize("download_and_prepare", [False, True])
 def test_a_half_published_build_is_not_built_and_nothing_is_built_there(
-    own_store, cats_data_dir, download_and_prepare
+    own_store, cats_data_dir, download_and_prepare, tmp_path
 ):
     """A build whose metadata is not there yet (it is uploaded last): never read, never
-    built into the store; the line says how to build it locally and copy it there."""
+    built into the store (gs:// too, whose metadata TFDS reads itself); the line says how
+    to build it locally and publish it there."""
     version = cats_data_dir / "cats_vs_dogs_fast/224/1.0.0"
+    half = tmp_path / "half"
+    half.mkdir()
     for path in sorted(version.iterdir()):
         if path.name != "dataset_info.json":
-            own_store.put(f"half/cats_vs_dogs_fast/224/1.0.0/{path.name}", path.read_bytes())
+            (half / path.name).write_bytes(path.read_bytes())
+    own_store.upload(half, "half/cats_vs_dogs_fast/224/1.0.0")
     own_store.proxy.reset()
     code = """
 import json, os
@@ -123,6 +127,7 @@ except Exception as error:
     assert kind == "DatasetNotBuilt" and "\n" not in message, message
     assert message.startswith(f"{flag}: cats_vs_dogs_fast/224/1.0.0 is not built in "), message
     assert "tfds build cats_vs_dogs_fast" in message and "never made there" in message, message
+    assert "`fast-tfds publish " in message and message.count("\n") == 0, message
     written = [r for r in own_store.proxy.requests if r.method in ("PUT", "POST", "DELETE")]
     assert written == [], written
     assert not own_store.proxy.media_reads(".tfrecord-"), "a shard was read"

@@ -31,10 +31,11 @@ from fast_tfds.cache.remote.object_stores import (
     within,
 )
 
-# The shard files of a version folder (`dataset-split.format-00000-of-00016`): what is not
-# metadata, and not copied here.
-_SHARD = re.compile(r".*-\d+-of-\d+$")
-INFO = "dataset_info.json"
+# The shard files of a version folder, as TFDS names them
+# (`NAME-SPLIT.FORMAT-00003-of-00016`): every other file is metadata that TFDS may read to
+# open the build (features.json, *.labels.txt, metadata.json, ...), copied here.
+SHARD = re.compile(r".+-\d{5}-of-\d{5}")
+INFO = "dataset_info.json"  # a build is published once this is there
 PREFIX = "fast_tfds-metadata-"
 
 
@@ -73,7 +74,7 @@ def _copy(store: ObjectStore, folder: str) -> str:
         names = [e["name"] for e in store.listing(folder) if e.get("type") == "file"]
     except FileNotFoundError:
         names = []
-    metadata = [n for n in names if not _SHARD.fullmatch(n.rsplit("/", 1)[-1])]
+    metadata = [n for n in names if not SHARD.fullmatch(n.rsplit("/", 1)[-1])]
     if not any(n.rsplit("/", 1)[-1] == INFO for n in metadata):
         raise NotPublished(f"{folder} has no {INFO}")
     local = tempfile.mkdtemp(prefix=PREFIX)
