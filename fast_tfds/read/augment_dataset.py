@@ -114,8 +114,8 @@ def finish(
 ) -> tf.data.Dataset:
     """Blocks of output dicts -> the reader's batches (or examples). `first`: fn(element)
     -> the block's output dict, run in the same map as the output conversion: every
-    epoch instantiates each map's function again when it starts (`cached.when_read`),
-    so a served epoch's gather, index and output are one function, not three."""
+    epoch instantiates each map's function again when it starts, so an epoch's
+    gather, index and output are one function, not three."""
     batch_size = reading.batching.batch_size
     deterministic = reading.order.deterministic
     with_index, drop = reading.with_index, reading.batching.drop_remainder
@@ -131,17 +131,7 @@ def finish(
         return ds.unbatch().map(reading.output_fn)
 
     def output(*element):
-        block = block_of(*element)
-        if drop:  # The static batch size that drop_remainder guarantees.
-            block = tf.nest.map_structure(
-                lambda v: (
-                    tf.ensure_shape(v, [batch_size, *v.shape[1:]])
-                    if isinstance(v, tf.Tensor)
-                    else v
-                ),
-                block,
-            )
-        return reading.output_fn(block)
+        return finished(reading, block_of(*element))
 
     if drop and not dropped:
         if first is not None:  # The filter needs the block itself.
@@ -149,6 +139,23 @@ def finish(
             return finish(reading, ds, dropped=dropped)
         ds = ds.filter(lambda batch: tf.shape(tf.nest.flatten(batch)[0])[0] == batch_size)
     return ds.map(output, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+
+
+def finished(reading: Reading, block: dict):
+    """A batch's output dict -> the reader's batch: the index dropped unless asked
+    for, the static batch size that drop_remainder guarantees, the output conversion."""
+    block = dict(block)
+    if not reading.with_index:
+        block.pop(INDEX_KEY, None)
+    batch_size = reading.batching.batch_size
+    if reading.batching.drop_remainder:
+        block = tf.nest.map_structure(
+            lambda v: (
+                tf.ensure_shape(v, [batch_size, *v.shape[1:]]) if isinstance(v, tf.Tensor) else v
+            ),
+            block,
+        )
+    return reading.output_fn(block)
 
 
 # -- cache=False: crops chosen before decoding ----------------------------------------

@@ -89,11 +89,9 @@ class CachedPlan:
       slot_bytes: bytes of one slot (how many blocks a read-ahead covers).
       reads_ahead: whether a served epoch asks for its slots ahead (they are on disk).
       blocks: where the fill reads its blocks.
-      fill: fn(epoch, indices, block) -> the block written into the cache, as its output
-        dict (INDEX_KEY included).
-      put: fn(indices, block) -> a value once the block is written (no output).
+      put: fn(indices, block) -> the block's slots [b], once the block is written.
       serving: fn(epoch) -> fn(slots) -> the output dict (INDEX_KEY included) of `slots`
-        served from the filled cache; made once per served epoch.
+        served from the cache (filled at least up to them).
       replay: epoch 0 served from a filled cache replays the order its records stream in
         (False where that order cannot be read again: the tf.data service's).
     """
@@ -103,24 +101,53 @@ class CachedPlan:
     slot_bytes: float
     reads_ahead: bool
     blocks: Blocks
-    fill: Callable[[tf.Tensor, tf.Tensor, dict], dict]
     put: Callable[[tf.Tensor, dict], tf.Tensor]
     serving: Callable[[tf.Tensor], Callable[[tf.Tensor], dict]]
     replay: bool = True
 
 
 def cached_epochs(plan: CachedPlan):
-    """fn(epoch, first) -> that epoch's batches from batch `first` on, for every cached
-    plan: epoch 0 (every epoch unshuffled) fills an empty cache as it serves, or replays
-    the order it streamed in from a filled one; a later shuffled epoch is a permutation
-    of the split drawn from (seed, epoch) served from the cache, which an empty cache (a
-    resumed run) first fills for, in the record order, without output. Each example is
-    written at its slot whatever order fills it, so an epoch's output depends on (seed,
-    epoch) alone."""
+    """(fn(epoch, first) -> that epoch's elements from batch `first` on, fn(epoch,
+    element) -> its batch, or None where the elements are the batches) for every cached
+    plan: epoch 0 (every epoch unshuffled) fills an empty cache, each block served once
+    it is written, or replays the order it streamed in from a filled one; a later
+    shuffled epoch is a permutation of the split drawn from (seed, epoch) served from
+    the cache, which an empty cache (a resumed run) first fills for, in the record
+    order, without output. Each example is written at its slot whatever order fills it,
+    so an epoch's output depends on (seed, epoch) alone.
+
+    An epoch is only the slots of its batches: the fill writes its blocks and yields
+    their slots, a served epoch is a permutation cut in blocks (no function of its
+    own). The serving (gather, augmentation, output) is one map over every epoch,
+    after `epochs.repeat_epochs`' passes, so an iterator sets its function up once. The
+    fills and the replay of epoch 0 are built here, once, and the epoch's function
+    captures them: a new iterator sets up (and TensorFlow's grappler optimizes) every
+    function it reaches together with every function those hold, and the fill's
+    (parsing, decoding) held inside the epoch's function cost 0.1 s of every iterator
+    of a served epoch. A fill streams only epoch 0 when shuffling (a later epoch is a
+    permutation, filled first in the record order), and every unshuffled epoch streams
+    the same order: one fill serves every epoch. Unbatched and padded reads serve
+    inside the epoch: their positions count examples, or padding follows the served
+    batches."""
     reading, key = plan.reading, plan.key
     shuffle = reading.order.shuffle
+    batched = reading.batching.batch_size is not None
+    block = augmented.block_size(reading)
+    drop = reading.batching.drop_remainder and batched
+    zero = tf.constant(0, tf.int64)
 
-    def one_epoch(epoch, first):
+    filled = plan.blocks(zero).map(
+        plan.put, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+    )
+    # Every example is written, also those of a last partial batch that drop_remainder
+    # leaves out of this epoch's output; skipped batches too.
+    if drop:
+        filled = filled.filter(lambda slots: tf.shape(slots)[0] == block)
+    quiet = nothing_of(plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE))
+    replayed = _replayed(plan) if shuffle and plan.replay else None
+
+    def slot_blocks(epoch, first):
+        """The slots [b] of `epoch`'s blocks from block `first` on."""
         streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
         mode = tf.numpy_function(
             lambda streamed: stores.live(key).begin(bool(streamed)),
@@ -132,55 +159,48 @@ def cached_epochs(plan: CachedPlan):
         # served epoch starts without opening the shard files.
         fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
         quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
-        serve_count = tf.where(mode == SERVE, tf.constant(-1, tf.int64), 0)
-
-        def filled():
-            ds = plan.blocks(epoch).map(
-                lambda indices, block: plan.fill(epoch, indices, block),
-                num_parallel_calls=AUTOTUNE,
-                deterministic=reading.order.deterministic,
-            )
-            # Every example is written, also those of a last partial batch that
-            # drop_remainder leaves out of this epoch's output; skipped batches too.
-            return augmented.finish(reading, ds, dropped=False).skip(first)
-
-        # Served from a cache filled before this epoch: its batches are in this
-        # function (its maps instantiated with it, not behind one more of their own).
-        served = _served(plan, epoch, first)
-
-        def quiet_then_served():
-            quiet = plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE)
-            # The served part looks up the cache when it starts: after the fill.
-            return nothing_of(quiet, served.element_spec).concatenate(
-                when_read(lambda: _served(plan, epoch, first))
-            )
-
+        serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
         return (
-            when_read(filled)
+            filled.skip(first)
             .take(fill_count)
-            .concatenate(when_read(quiet_then_served).take(quiet_count))
-            .concatenate(served.take(serve_count))
+            .concatenate(quiet.take(quiet_count))
+            .concatenate(_served(plan, epoch, first, replayed).take(serve_count))
         )
 
-    return one_epoch
+    def serve(epoch, slots):
+        return augmented.finished(reading, plan.serving(epoch)(slots))
+
+    if batched and reading.padded_examples is None:
+        return slot_blocks, serve
+
+    def one_epoch(epoch, first):
+        ds = augmented.finish(
+            reading,
+            slot_blocks(epoch, first if batched else tf.constant(0, tf.int64)),
+            dropped=True,
+            first=lambda slots: plan.serving(epoch)(slots),
+        )
+        return ds if batched else ds.skip(first)
+
+    return one_epoch, None
 
 
-def plan_epochs(reading: Reading, key: int, cache, blocks, fill, put, serving, *, replay=True):
+def plan_epochs(reading: Reading, key: int, cache, blocks, put, serving, *, replay=True):
     """(`cached_epochs` of the plan these make, `cache`) for either cache (the arena of
     examples or a `StoreReads`): its size per slot, and whether it is on disk, read
     from it here. The dataset that uses these epochs keeps `cache` alive
     (`stores.register`); the plan holds its key alone (TensorFlow keeps the callables)."""
     slot_bytes = cache.nbytes / max(reading.num_examples, 1)
-    plan = CachedPlan(
-        reading, key, slot_bytes, cache.reads_ahead, blocks, fill, put, serving, replay
-    )
-    return cached_epochs(plan), cache
+    plan = CachedPlan(reading, key, slot_bytes, cache.reads_ahead, blocks, put, serving, replay)
+    make_epoch, serve = cached_epochs(plan)
+    return make_epoch, serve, cache
 
 
-def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
-    """Batches served from the filled cache, from batch `first` on: unshuffled, in slot
-    order (the record order); epoch 0, in the order it streamed (`plan.replay`); later
-    epochs, in a permutation of the split drawn from (seed, epoch)."""
+def _served(plan: CachedPlan, epoch, skip, replayed) -> tf.data.Dataset:
+    """The slots of the batches served from the filled cache, from block `skip` on:
+    unshuffled, in slot order (the record order); epoch 0, in the order it streamed
+    (`replayed`, None where it is not replayed); later epochs, in a permutation of the
+    split drawn from (seed, epoch)."""
     reading, key = plan.reading, plan.key  # The key alone: TensorFlow keeps the callables.
     shuffle, batched = reading.order.shuffle, reading.batching.batch_size is not None
     n, block = len(reading.slots.index), augmented.block_size(reading)
@@ -190,16 +210,13 @@ def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
         order = tf.random.experimental.stateless_shuffle(
             order, seed=tf.stack([tf.constant(reading.seed, tf.int64), epoch])
         )
-    skip = first if batched else tf.constant(0, tf.int64)
     ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for slots on disk.
     if plan.reads_ahead and shuffle:
         ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block * plan.slot_bytes, 1))))
 
     def permuted(i):
-        slots = order[i * block : (i + 1) * block]
-        if ahead is None:
-            return slots
         # On disk: ask for those `ahead` blocks on (the first call: up to there).
+        slots = order[i * block : (i + 1) * block]
         start = tf.where(i == skip, skip * block, (i + ahead) * block)
         asked = tf.numpy_function(
             lambda slots: stores.read_ahead(key, slots),
@@ -210,48 +227,50 @@ def _served(plan: CachedPlan, epoch, first) -> tf.data.Dataset:
         with tf.control_dependencies([asked]):
             return tf.identity(slots)
 
-    serve = plan.serving(epoch)
-    # Each branch is one map (its slots, gather and output): see `augmented.finish`.
-    ds = augmented.finish(
-        reading,
-        tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)),
-        dropped=True,
-        first=lambda i: serve(permuted(i)),
-    )
-    if shuffle and plan.replay:
-        # Epoch 0 streamed in the order its records came in: replay it.
-        streamed = (
-            reading.shuffled(reading.records(epoch, indices_only=True), epoch)
-            .batch(block)
-            .map(reading.slots.tf_slots)
-            .skip(skip)
+    if ahead is None:  # No function: nothing set up at the epoch's start.
+        ds = tf.data.Dataset.from_tensor_slices(order[skip * block :]).batch(
+            block, drop_remainder=drop
         )
-        if drop:
-            streamed = streamed.filter(lambda s: tf.shape(s)[0] == block)
-        streamed = augmented.finish(reading, streamed, dropped=True, first=serve)
+    else:
+        ds = tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)).map(permuted)
+    if replayed is not None:
         zero = tf.equal(epoch, 0)
-        ds = streamed.take(tf.where(zero, tf.constant(-1, tf.int64), 0)).concatenate(
-            ds.take(tf.where(zero, tf.constant(0, tf.int64), -1))
+        ds = (
+            replayed.skip(skip)
+            .take(tf.where(zero, tf.constant(-1, tf.int64), 0))
+            .concatenate(ds.take(tf.where(zero, tf.constant(0, tf.int64), -1)))
         )
-    return ds if batched else ds.skip(first)
+    return ds
 
 
-def when_read(make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
-    """The dataset `make()` builds, built when an iterator first reads it. Every new
-    iterator (each epoch's) instantiates the function that holds a pipeline: an epoch
-    that builds its fill, its quiet fill and its served batches in its own function
-    instantiates all three at its start, twice the work of one; each behind its own
-    function here, a branch that is not read (take(0)) costs nothing."""
-    return tf.data.Dataset.from_tensors(0).flat_map(lambda _: make())
-
-
-def nothing_of(ds: tf.data.Dataset, spec) -> tf.data.Dataset:
-    """`ds` run to its end for what it does (a fill without output), as a dataset of
-    `spec` that yields nothing (to concatenate with the epoch that follows)."""
-    empty = tf.nest.map_structure(
-        lambda s: tf.zeros([d or 0 for d in s.shape.as_list()], s.dtype), spec
+def _replayed(plan: CachedPlan) -> tf.data.Dataset:
+    """The slots of epoch 0's blocks in the order its records streamed in (a shuffled
+    read), to serve epoch 0 again from a filled cache."""
+    reading = plan.reading
+    block = augmented.block_size(reading)
+    zero = tf.constant(0, tf.int64)
+    ds = (
+        reading.shuffled(reading.records(zero, indices_only=True), zero)
+        .batch(block)
+        .map(reading.slots.tf_slots)
     )
-    return ds.filter(lambda *_: False).map(lambda *_: empty)
+    if reading.batching.drop_remainder and reading.batching.batch_size is not None:
+        ds = ds.filter(lambda s: tf.shape(s)[0] == block)
+    return ds
+
+
+def nothing_of(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """`ds` run to its end for what it does (a fill without output), as a dataset of
+    slots that yields nothing (to concatenate with the epoch that follows)."""
+    return ds.filter(_never).map(_no_slots)
+
+
+def _never(*_):
+    return False
+
+
+def _no_slots(*_):
+    return tf.zeros([0], tf.int64)
 
 
 # -- the arena of examples: examples decoded elsewhere, copied once ----------------
@@ -289,23 +308,20 @@ def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
         )
 
     def put(indices, batch):
-        return tf.numpy_function(
+        slots = reading.slots.tf_slots(indices)
+        written = tf.numpy_function(
             lambda *args: stores.write(key, *args),
-            [reading.slots.tf_slots(indices), *(batch[k] for k in keys)],
+            [slots, *(batch[k] for k in keys)],
             tf.int64,
             stateful=True,
         )
-
-    def fill(_epoch, indices, batch):
-        with tf.control_dependencies([put(indices, batch)]):
-            batch = {k: tf.identity(v) for k, v in batch.items()}
-        batch[INDEX_KEY] = indices
-        return batch
+        with tf.control_dependencies([written]):
+            return tf.identity(slots)
 
     serving = gathering(key, specs, reading.slots, lambda arena, name: arena.features[name])
 
     return plan_epochs(
-        reading, key, arena, blocks, fill, put, serving, replay=reading.service_address is None
+        reading, key, arena, blocks, put, serving, replay=reading.service_address is None
     )
 
 
@@ -409,12 +425,6 @@ class StoreReads:
 
     def begin(self, streamed: bool) -> np.int64:
         return self.store.begin(streamed)
-
-    def fill(self, epoch, indices, jpegs, boxes, *features) -> np.ndarray:
-        """Decodes the block's pictures that are not cached yet into their slots, keeps
-        their features, and serves the block's augmented images from the store."""
-        slots = self.put(indices, jpegs, boxes, *features)
-        return self._serve_into(epoch, slots, indices)
 
     def put(self, indices, jpegs, boxes, *features) -> np.ndarray:
         """Writes the block's examples that the store does not hold yet; returns their
@@ -530,30 +540,17 @@ def cached_batches(reading: Reading):
     key, keys, specs = cache.key, cache.keys, cache.specs
     shape = augmented.image_shape(reading)
 
-    def parts(indices, batch):
-        """(the block's output keys, what the store writes: [indices, JPEGs, windows,
-        *features])."""
-        batch = dict(batch)
-        boxes = augmented.windows_of(batch)  # Taken out: the output holds no windows.
-        return batch, [indices, batch["image"], boxes, *(batch[k] for k in keys)]
-
-    def fill(epoch, indices, batch):
-        batch, args = parts(indices, batch)
-        images = tf.numpy_function(
-            lambda *args: stores.live(key).fill(*args), [epoch, *args], tf.uint8, stateful=True
-        )
-        batch["image"] = tf.ensure_shape(images, shape)
-        batch[INDEX_KEY] = indices
-        return batch
-
     def put(indices, batch):
-        _, args = parts(indices, batch)
-        return tf.numpy_function(
-            lambda *args: np.int64(len(stores.live(key).put(*args))),
+        batch = dict(batch)
+        boxes = augmented.windows_of(batch)  # Taken out: the store keeps no windows.
+        args = [indices, batch["image"], boxes, *(batch[k] for k in keys)]
+        slots = tf.numpy_function(
+            lambda *args: np.asarray(stores.live(key).put(*args), np.int64),
             args,
             tf.int64,
             stateful=True,
         )
+        return tf.ensure_shape(slots, [None])
 
     def cut(epoch):
 
@@ -578,7 +575,7 @@ def cached_batches(reading: Reading):
         serving = gathering(key, rows, cache.slots, StoreReads.column)
 
     blocks = functools.partial(augmented.epoch_blocks, reading)
-    return plan_epochs(reading, key, cache, blocks, fill, put, serving)
+    return plan_epochs(reading, key, cache, blocks, put, serving)
 
 
 # Records per block of the header pass (reference sizes before epoch 1).

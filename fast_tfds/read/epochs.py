@@ -26,6 +26,9 @@ from fast_tfds.read.split_reading import Reading
 AUTOTUNE = tf.data.AUTOTUNE
 # fn(epoch, first) -> the batches first.. of that epoch (both int64 scalar tensors).
 MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
+# fn(epoch, element) -> the batch an epoch's element stands for (a cached plan's slots),
+# run once per iteration after the epochs; None: the elements are the batches.
+Serve = Callable[[tf.Tensor, tf.Tensor], object] | None
 # Epochs of an endless iteration (repeat=True): more than any run takes.
 _ENDLESS = 2**62
 # The functions below branch on Python values only (the reading's settings), never on
@@ -35,17 +38,20 @@ _ENDLESS = 2**62
 NO_AUTOGRAPH = tf.autograph.experimental.do_not_convert
 
 
-def repeat_epochs(make_epoch: MakeEpoch, reading: Reading, cache: object = None) -> tf.data.Dataset:
-    """The epochs of one iteration from the clock's start ─ prefetch ─ delivered (the
-    clock told of each completed pass), with the dataset's exact length. `cache`: the
-    arena or picture store the epochs' numpy functions reach by key (None: no cache),
-    which the dataset keeps alive."""
+def repeat_epochs(
+    make_epoch: MakeEpoch, reading: Reading, cache: object = None, serve: Serve = None
+) -> tf.data.Dataset:
+    """The epochs of one iteration from the clock's start ─ served (`serve`) and mixed
+    ─ prefetch ─ delivered (the clock told of each completed pass), with the dataset's
+    exact length. `cache`: the arena or picture store the epochs' numpy functions reach
+    by key (None: no cache), which the dataset keeps alive."""
     # Its iterators run numpy functions on tf.data's threads: closed before Python's
     # finalization, or a script that stops reading them hangs at exit (`exit_iterators`).
     exit_iterators.close_at_exit()
     per_epoch = batches_per_epoch(reading)
     clock = PassClock(per_epoch, endless=reading.epochs is None)
     if reading.padded_examples is not None:
+        assert serve is None, "padding follows an epoch's batches: served in the epoch"
         make_epoch = _padded(make_epoch, reading, per_epoch)
 
     finite = reading.epochs is not None
@@ -79,12 +85,6 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading, cache: object = None)
         first_epoch, first_batch = at[0], at[1]
         first = tf.where(epoch == first_epoch, first_batch, tf.constant(0, tf.int64))
         ds = make_epoch(epoch, first).enumerate(first)
-        if reading.mix_batch is not None:  # by (seed, epoch, batch index): see `mixed`
-            ds = ds.map(
-                lambda position, batch: (position, reading.mix_batch(epoch, position, batch)),
-                num_parallel_calls=AUTOTUNE,
-                deterministic=reading.order.deterministic,
-            )
         stop = tf.constant(-1, tf.int64)
         if finite:
             last = tf.logical_and(first_batch > 0, epoch == first_epoch + reading.epochs)
@@ -93,6 +93,17 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading, cache: object = None)
         # Tagged by a zip, not a map: a map's function is instantiated at every epoch.
         tags = tf.data.Dataset.from_tensors(tf.stack([epoch, stop])).repeat()
         return tf.data.Dataset.zip(tags, ds)
+
+    @NO_AUTOGRAPH
+    def served(tag, numbered):
+        """The batch of an epoch's element (`serve`), mixed by (seed, epoch, batch
+        index) (see `mixed`): one function for every epoch of the iteration."""
+        position, batch = numbered
+        if serve is not None:
+            batch = serve(tag[0], batch)
+        if reading.mix_batch is not None:
+            batch = reading.mix_batch(tag[0], position, batch)
+        return tag, (position, batch)
 
     @NO_AUTOGRAPH
     def deliver(tag, numbered):
@@ -119,6 +130,8 @@ def repeat_epochs(make_epoch: MakeEpoch, reading: Reading, cache: object = None)
     # a new iterator instantiates (and optimizes) every function it reaches, and a
     # nested one holds the whole pipeline, optimized again at every epoch's start.
     ds = tf.data.Dataset.from_tensors(0).flat_map(passes).flat_map(one_epoch)
+    if serve is not None or reading.mix_batch is not None:
+        ds = ds.map(served, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
     ds = ds.prefetch(AUTOTUNE).map(deliver)
     if reading.service_address is None or reading.service_sharding == "dynamic":
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))

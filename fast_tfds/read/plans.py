@@ -22,9 +22,10 @@ from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
 MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
-# (fn(epoch, first) -> that epoch's batches, the cache its numpy functions reach by key
-# or None): `epochs.repeat_epochs` keeps the cache alive with the dataset.
-Epochs = tuple[MakeEpoch, object]
+# (fn(epoch, first) -> that epoch's elements, fn(epoch, element) -> its batch or None
+# where the elements are the batches, the cache its numpy functions reach by key or
+# None): `epochs.repeat_epochs` serves the elements and keeps the cache alive.
+Epochs = tuple[MakeEpoch, Callable | None, object]
 
 
 class Plan(enum.Enum):
@@ -124,7 +125,7 @@ def _per_example(reading: Reading) -> Epochs:
         ds = ds.skip(first)
         return ds.map(reading.output_fn, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
 
-    return one_epoch, None
+    return one_epoch, None, None
 
 
 def _cached(reading: Reading) -> Epochs:
@@ -138,7 +139,7 @@ def _stream(reading: Reading) -> Epochs:
     """Plan.STREAM: records shuffled (still serialized: a smaller buffer entry than a
     parsed example) ─ blocks parsed ─ windows drawn, only what they need decoded,
     flipped and jittered ─ output."""
-    return augment_dataset.stream(reading), None
+    return augment_dataset.stream(reading), None, None
 
 
 # Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on, and

@@ -130,8 +130,8 @@ def read_split(
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)
-    make_epoch, cache = plans.PIPELINES[plan](reading)
-    return repeat_epochs(make_epoch, reading, cache)
+    make_epoch, serve, cache = plans.PIPELINES[plan](reading)
+    return repeat_epochs(make_epoch, reading, cache, serve)
 
 
 def _options(options: ReadOptions | None, keywords: dict[str, Any]) -> ReadOptions:
