@@ -66,7 +66,7 @@ def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sam
     for child, output in zip(children, outputs, strict=True):
         assert child.returncode == 0, output[-3000:]
         assert "Traceback" not in output, output[-3000:]
-        assert f"<SplitInfo num_examples={counts['expected_examples']}," in output
+        assert f"<SplitInfo num_examples={counts['expected_examples']}," in output, output[-3000:]
     waited = [out for out in outputs if "waiting for it to finish" in out]
     assert len(waited) == 1, "one build should have waited for the other"
     assert "Reusing dataset cats_vs_dogs_fast" in waited[0]
