@@ -1,7 +1,7 @@
-"""`fast-tfds publish DATASET_VERSION_DIR URL`: upload a built version folder to a bucket.
+"""`fast-tfds publish DATASET_VERSION_DIR URL`: upload a built version folder to an object store.
 
 Uploads the version folder (e.g. ~/tensorflow_datasets/cats_vs_dogs_fast/224/1.0.0, any
-file format) into the data dir URL (gs://bucket/prefix) under the same
+file format) into the data dir URL (gs://, s3:// or az://BUCKET/PREFIX) under the same
 NAME/CONFIG/VERSION folders, so that readers pass data_dir=URL. The data files go
 first, several at a time, each checked against the store's checksum once uploaded;
 dataset_info.json goes last, so a reader never opens a half-published build.
@@ -19,12 +19,16 @@ def add_command(commands) -> None:
     """Adds `publish` to the fast-tfds command-line parser."""
     p = commands.add_parser(
         "publish",
-        help="upload a built version folder to a bucket (gs://), metadata last",
+        help="upload a built version folder to gs://, s3:// or az://, metadata last",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("folder", metavar="DATASET_VERSION_DIR", help="the built version folder")
-    p.add_argument("url", metavar="URL", help="the data dir to publish into: gs://bucket/prefix")
+    p.add_argument(
+        "url",
+        metavar="URL",
+        help="the data dir to publish into: gs://, s3:// or az://BUCKET/PREFIX",
+    )
     p.add_argument(
         "--overwrite",
         action="store_true",

@@ -127,13 +127,19 @@ class Emulator:
 
     def stop(self) -> None:
         """Ends the emulator (and with it every object): the bucket is gone."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        if self.process is not None:
+            end_server(self.process)
+
+
+def end_server(process: subprocess.Popen) -> None:
+    """Ends a store's server process: terminated, then killed if it has not ended in 30 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
 
 
 def make_certificates(folder: Path) -> tuple[Path, Path, Path]:

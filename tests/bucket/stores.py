@@ -27,6 +27,7 @@ from tests.bucket.emulated import (
     EmulatorUnavailable,
     Proxy,
     _wait_for_port,
+    end_server,
     free_port,
 )
 from tests.helpers import REPO
@@ -106,13 +107,7 @@ class Store:
 
     def stop(self) -> None:
         """Ends the server (and with it every object): the store is gone."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        end_server(self.process)
 
     def close(self) -> None:
         if hasattr(self, "proxy"):

@@ -251,11 +251,7 @@ class GCS(ObjectStore):
         # google-crc32c comes with gcsfs (through google-cloud-storage), in C.
         import google_crc32c
 
-        crc = google_crc32c.Checksum()
-        with open(local, "rb") as f:
-            while piece := f.read(1 << 22):
-                crc.update(piece)
-        return base64.b64encode(crc.digest()).decode("ascii")
+        return _file_digest(local, google_crc32c.Checksum)
 
 
 class S3(ObjectStore):
@@ -320,7 +316,8 @@ class Azure(ObjectStore):
 
 
 def _file_digest(local: str, kind: Callable[[], Any]) -> str:
-    """A local file's digest (`hashlib.sha256`, `md5`), base64 as the stores give theirs."""
+    """A local file's digest (`hashlib.sha256`, `md5`, `google_crc32c.Checksum`: anything
+    with `update` and `digest`), base64 as the stores give theirs."""
     digest = kind()
     with open(local, "rb") as f:
         while piece := f.read(1 << 22):
