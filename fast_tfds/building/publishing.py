@@ -42,6 +42,7 @@ from fast_tfds.cache.remote.object_stores import (
     timeout_s,
     within,
 )
+from fast_tfds.core.builder_lookup import store_name
 
 # Uploads in flight at once (and local files checksummed at once): each is mostly
 # waiting on the network or the disk, and a store takes many writes in parallel.
@@ -161,6 +162,9 @@ def _files(folder: str) -> list[str]:
 
 
 def _store(url: str) -> ObjectStore:
+    other = store_name(url)
+    if other is not None:  # s3a://, abfs://, ...: the name the readers read it by
+        raise PublishError(f"{url}: {other[1]}; publish to {other[0]}")
     store = store_of(url)
     known = ", ".join(f"{s}://" for s in STORES)
     if store is None and is_remote(url):

@@ -133,10 +133,35 @@ def version_folder(
     return "/".join([*parts, str(version)])
 
 
-# Hadoop's names for S3, which no client here reads: the readers read s3:// through s3fs
-# (`fast_tfds.cache.remote`), and TensorFlow's own S3 file system left the core in 2.6
-# for tensorflow-io, which does not load on TensorFlow 2.18+.
-UNREADABLE_SCHEMES = ("s3a", "s3n")
+# Other names of the stores read here, refused in one line naming the url to pass:
+# Hadoop's for S3 (s3a://, s3n://), which no client here reads (the readers read s3://
+# through s3fs, `fast_tfds.cache.remote`; TensorFlow's own S3 file system left the core in
+# 2.6 for tensorflow-io, which does not load on TensorFlow 2.18+); and ABFS's for Azure
+# Blob Storage (abfs://, abfss://: Hadoop's, Databricks' and adlfs's other name). adlfs
+# would read those, but one name per object keeps one persistent-cache key per object (a
+# key holds the url) and one url in every message and publish, and ABFS's usual form
+# names the account in the host (CONTAINER@ACCOUNT.dfs.core.windows.net), which an az://
+# url leaves to the credentials, as Azure's own tools do.
+UNREADABLE_SCHEMES = ("s3a", "s3n", "abfs", "abfss")
+
+
+def store_name(url: str) -> tuple[str, str] | None:
+    """(the url to pass instead, what `url`'s scheme is) for a url under another name of
+    a store read here (`UNREADABLE_SCHEMES`); else None."""
+    scheme, found, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not found or scheme not in UNREADABLE_SCHEMES:
+        return None
+    if scheme.startswith("s3"):
+        return f"s3://{rest}", f"{scheme}:// is Hadoop's name for S3"
+    where, _, path = rest.partition("/")
+    container, _, host = where.partition("@")
+    account = host.split(".", 1)[0] or "ACCOUNT"
+    return f"az://{container}/{path}", (
+        f"{scheme}:// is ABFS's name for Azure Blob Storage, which is read here as az:// "
+        f"(through adlfs: pip install 'fast-image-tfds[azure]'; the account comes with the "
+        f"credentials, e.g. AZURE_STORAGE_ACCOUNT_NAME={account})"
+    )
 
 
 def check_readable_location(argument: str, path: str | os.PathLike | None) -> None:
@@ -144,17 +169,20 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
     if path is None:
         return
     text = os.fspath(path)
-    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-    if scheme in UNREADABLE_SCHEMES:
-        local = "~/tensorflow_datasets"
-        if argument == "builder_dir":  # a version folder: keep its name/config/version
-            local += "/" + "/".join(text.rstrip("/").split("/")[-3:])
-        raise ValueError(
-            f"{argument}={text!r}: {scheme}:// is Hadoop's name for S3, which nothing here "
-            f"reads; pass it as {argument}='s3://{text.split('://', 1)[1]}' (read through "
-            f"s3fs: pip install 'fast-image-tfds[s3]') or copy it to a local folder "
-            f"(`aws s3 sync s3://{text.split('://', 1)[1]} {local}`)"
-        )
+    other = store_name(text)
+    if other is None:
+        return
+    url, said = other
+    if url.startswith("az://"):
+        raise ValueError(f"{argument}={text!r}: {said}; pass it as {argument}={url!r}")
+    local = "~/tensorflow_datasets"
+    if argument == "builder_dir":  # a version folder: keep its name/config/version
+        local += "/" + "/".join(text.rstrip("/").split("/")[-3:])
+    raise ValueError(
+        f"{argument}={text!r}: {said}, which nothing here reads; pass it as {argument}="
+        f"{url!r} (read through s3fs: pip install 'fast-image-tfds[s3]') or copy it to a "
+        f"local folder (`aws s3 sync {url} {local}`)"
+    )
 
 
 def _not_in_store(

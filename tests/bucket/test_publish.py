@@ -208,6 +208,7 @@ def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cat
         ("data_dir", "not a version folder (no dataset_info.json); pass the one to publish, "),
         ("local_url", "publishing writes to an object store (gs://, s3://, az://)"),
         ("other_scheme", "hdfs://b/data/cats_vs_dogs_fast/224/1.0.0: no store here publishes "),
+        ("abfs", "abfss://b@lab.dfs.core.windows.net/data/cats_vs_dogs_fast/224/1.0.0: abfss:// "),
     ],
 )
 def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir, what, said):
@@ -217,16 +218,21 @@ def test_what_cannot_be_published_is_refused_in_one_line(tmp_path, cats_data_dir
         "data_dir": cats_data_dir,
         "local_url": version_dir(cats_data_dir),
         "other_scheme": version_dir(cats_data_dir),
+        "abfs": version_dir(cats_data_dir),
     }[what]
-    url = {"local_url": os.fspath(tmp_path / "out"), "other_scheme": "hdfs://b/data"}.get(
-        what, "gs://bucket/data"
-    )
+    url = {
+        "local_url": os.fspath(tmp_path / "out"),
+        "other_scheme": "hdfs://b/data",
+        "abfs": "abfss://b@lab.dfs.core.windows.net/data",
+    }.get(what, "gs://bucket/data")
     with pytest.raises(PublishError) as raised:
         publish(folder, url)
     message = str(raised.value)
     assert said in message and "\n" not in message, message
     if what == "data_dir":
         assert message.endswith(version_dir(cats_data_dir)), message
+    if what == "abfs":
+        assert message.endswith("; publish to az://b/data/cats_vs_dogs_fast/224/1.0.0"), message
 
 
 READ_BACK = """

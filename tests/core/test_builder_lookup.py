@@ -142,6 +142,33 @@ def test_hadoop_s3_names_are_refused_by_both_readers_with_a_copy_command(argumen
 
 
 @pytest.mark.parametrize(
+    ("argument", "path", "url", "account"),
+    [
+        ("data_dir", "abfs://team/tfds", "az://team/tfds", "ACCOUNT"),
+        (
+            "builder_dir",
+            "ABFSS://team@lab.dfs.core.windows.net/tfds/cats_vs_dogs_fast/224/1.0.0",
+            "az://team/tfds/cats_vs_dogs_fast/224/1.0.0",
+            "lab",
+        ),
+    ],
+)
+def test_abfs_names_are_refused_by_both_readers_naming_the_az_url(argument, path, url, account):
+    """abfs:// and abfss:// (adlfs's and Hadoop's other names for Azure) are refused before
+    anything touches the path, naming the az:// url to pass and, where the url names the
+    account, the setting that carries it."""
+    import cats_vs_dogs_fast
+
+    for read in (cats_vs_dogs_fast.as_fast_dataset, cats_vs_dogs_fast.as_fast_loader):
+        with pytest.raises(ValueError) as excinfo:
+            read("train", **{argument: path})
+        message = str(excinfo.value)
+        assert message.startswith(f"{argument}={path!r}: ") and "\n" not in message
+        assert message.endswith(f"; pass it as {argument}={url!r}"), message
+        assert f"AZURE_STORAGE_ACCOUNT_NAME={account})" in message, message
+
+
+@pytest.mark.parametrize(
     ("path", "extra"),
     [("s3://team/tfds", "fast-image-tfds[s3]"), ("az://team/tfds", "fast-image-tfds[azure]")],
 )
