@@ -16,9 +16,12 @@ the run fails instead.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.bucket.emulated import (
@@ -105,6 +108,10 @@ class Store:
         """What identifies the object's content in the store (its ETag)."""
         raise NotImplementedError
 
+    def names(self, prefix: str) -> list[str]:
+        """The names of the objects under `prefix/`, straight from the server."""
+        raise NotImplementedError
+
     def stop(self) -> None:
         """Ends the server (and with it every object): the store is gone."""
         end_server(self.process)
@@ -170,6 +177,53 @@ class S3Bucket(Store):
     def version(self, name: str) -> str:
         return self._client().head_object(Bucket=self.name, Key=name)["ETag"]
 
+    def names(self, prefix: str) -> list[str]:
+        listed = self._client().list_objects_v2(Bucket=self.name, Prefix=f"{prefix}/")
+        return sorted(item["Key"] for item in listed.get("Contents", []))
+
+    @contextlib.contextmanager
+    def authenticating(self) -> Iterator[dict[str, str]]:
+        """moto's own checking of every request's access key and signature (as S3's), on
+        for the block, then off again; yields the credentials (AWS_* variables) of an IAM
+        user that may read and write the bucket. moto checks nothing by default; its
+        `/moto-api/reset-auth` switches the running server (after 0 more requests), so the
+        server the tests share serves this too (one started per test costs seconds). The
+        user is made through moto's IAM API while nothing is checked yet."""
+        if not hasattr(self, "_user"):
+            import boto3
+
+            iam = boto3.client(
+                "iam",
+                endpoint_url=f"http://127.0.0.1:{self.port}",
+                **{k.lower(): v for k, v in S3_CREDENTIALS.items() if "KEY" in k},
+                region_name=S3_CREDENTIALS["AWS_DEFAULT_REGION"],
+            )
+            iam.create_user(UserName="reader")
+            allow = '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+            allow += '"Action": "s3:*", "Resource": "*"}]}'
+            iam.put_user_policy(UserName="reader", PolicyName="s3", PolicyDocument=allow)
+            key = iam.create_access_key(UserName="reader")["AccessKey"]
+            self._user = {
+                **S3_CREDENTIALS,
+                "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            }
+        self._checks_after("0")
+        try:
+            yield dict(self._user)
+        finally:
+            self._checks_after("inf")
+
+    def _checks_after(self, requests: str) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            conn.request("POST", "/moto-api/reset-auth", body=requests.encode())
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200, f"moto's reset-auth: HTTP {response.status}"
+        finally:
+            conn.close()
+
 
 class AzureContainer(Store):
     """Azurite's blob service, in memory (`--inMemoryPersistence`)."""
@@ -218,6 +272,9 @@ class AzureContainer(Store):
     def version(self, name: str) -> str:
         # Every write of a blob gives it a new ETag, the same bytes' included.
         return self._container().get_blob_client(name).get_blob_properties().etag
+
+    def names(self, prefix: str) -> list[str]:
+        return sorted(self._container().list_blob_names(name_starts_with=f"{prefix}/"))
 
 
 def azurite_required() -> bool:

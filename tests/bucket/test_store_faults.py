@@ -8,8 +8,11 @@ test_faults.py's; the examples served before an error are right ones, never othe
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
+from fast_tfds.cache.remote.object_stores import store_of
 from tests.bucket import reads
 from tests.bucket.conftest import TFRECORD
 from tests.bucket.test_faults import (
@@ -76,20 +79,50 @@ def test_a_store_that_stops_answering_ends_the_read_within_the_read_timeout(
     own_store.proxy.release.set()
 
 
-@pytest.mark.parametrize("own_store", ["az"], indirect=True)
+@pytest.mark.parametrize("store", ["s3", "az"], indirect=True)
 @KINDS
-def test_wrong_credentials_are_one_line_naming_the_build(own_store, kind):
-    """Azurite checks each request's shared-key signature, as Azure does (moto's S3 server
-    takes any key, so S3 is not in this test)."""
-    wrong = own_store.env()["AZURE_STORAGE_CONNECTION_STRING"].replace(
-        "AccountKey=Eby8", "AccountKey=Zby8"
-    )
-    child = start(own_store, kind, AZURE_STORAGE_CONNECTION_STRING=wrong)
-    found, message = failed_read(child)
-    info = own_store.url(PREFIX[kind], "cats_vs_dogs_fast/224/1.0.0/dataset_info.json")
+def test_wrong_credentials_are_one_line_naming_the_build(store, kind):
+    """The stores' own checks, on the servers the tests share: Azurite checks each
+    request's shared-key signature, as Azure does; moto checks S3's access keys and
+    signatures once switched to (`S3Bucket.authenticating`), and knows no key but its IAM
+    user's then: the suite's own key is a wrong one. Nothing is read."""
+    with contextlib.ExitStack() as stack:
+        if store.scheme == "s3":
+            allowed = stack.enter_context(store.authenticating())
+            assert_checked(store, allowed)
+            wrong = {"AWS_ACCESS_KEY_ID": "testing"}
+        else:
+            wrong = {
+                "AZURE_STORAGE_CONNECTION_STRING": store.env()[
+                    "AZURE_STORAGE_CONNECTION_STRING"
+                ].replace("AccountKey=Eby8", "AccountKey=Zby8")
+            }
+        child = start(store, kind, **wrong)
+        found, message = failed_read(child)
+    info = store.url(PREFIX[kind], "cats_vs_dogs_fast/224/1.0.0/dataset_info.json")
     assert message.startswith(f"{info}: reading it from the bucket failed ("), message
-    assert "\n" not in message and "az storage blob list" in message, message
+    assert "\n" not in message and store_of(info).check_command(info) in message, message
     assert found["read"] == []
+
+
+def assert_checked(store, allowed: dict[str, str]) -> None:
+    """The server refuses the suite's key (InvalidAccessKeyId) and takes the allowed one."""
+    import boto3
+    import botocore.exceptions
+
+    def listing(key_id: str, secret: str) -> int:
+        client = boto3.client(
+            "s3",
+            endpoint_url=store.proxy.url,
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
+            region_name=allowed["AWS_DEFAULT_REGION"],
+        )
+        return client.list_objects_v2(Bucket=store.name, MaxKeys=1)["KeyCount"]
+
+    assert listing(allowed["AWS_ACCESS_KEY_ID"], allowed["AWS_SECRET_ACCESS_KEY"]) == 1
+    with pytest.raises(botocore.exceptions.ClientError, match="InvalidAccessKeyId"):
+        listing("testing", "testing")
 
 
 @pytest.mark.parametrize("own_store", ["gs", "s3", "az"], indirect=True)
