@@ -318,10 +318,12 @@ class Proxy:
 
     def uploaded(self) -> list[str]:
         """The names of the objects uploaded (the answered simple uploads, as gcsfs makes
-        of files under its chunk size), in the order they were answered."""
+        of files under its chunk size, and S3's and Azure's puts of whole objects), in the
+        order they were answered."""
         with self._lock:
-            paths = [r.path for r in self.requests if r.status and _is_upload(r.method, r.path)]
-        return [urllib.parse.parse_qs(urllib.parse.urlsplit(p).query)["name"][0] for p in paths]
+            made = [r for r in self.requests if r.status and _is_upload(r.method, r.path)]
+        query = [urllib.parse.parse_qs(urllib.parse.urlsplit(r.path).query) for r in made]
+        return [r.object or q["name"][0] for r, q in zip(made, query, strict=True)]
 
     def _beyond_allowed_uploads(self, method: str, target: str) -> bool:
         if self.uploads_allowed is None or not _is_upload(method, _origin_form(target)):
@@ -475,8 +477,11 @@ class Proxy:
 
 
 def _is_upload(method: str, path: str) -> bool:
-    """Whether a GCS request uploads an object's bytes."""
-    return method in ("POST", "PUT") and path.startswith("/upload/")
+    """Whether a request uploads an object's bytes: GCS's uploads (/upload/...), and S3's
+    and Azure's puts of a whole object (PUT /BUCKET/NAME, no query: no part or block)."""
+    if method in ("POST", "PUT") and path.startswith("/upload/"):
+        return True
+    return method == "PUT" and "?" not in path and _object_of(path)[0] is not None
 
 
 def _multipart_as_media(path: str, headers: dict[str, str], body: bytes) -> tuple[str, bytes]:

@@ -1,11 +1,12 @@
-"""`fast-tfds publish` into the emulated gs:// bucket: a published build reads as the local
-one with both front doors, publishing it again uploads nothing, another build at the url
-is refused unless --overwrite, a publish cut short completes when run again (uploading
-only what is missing), and a reader during a publish is told the build is not there.
+"""`fast-tfds publish` into the emulated gs:// bucket (and S3's and Azure's servers): a
+published build reads as the local one with both front doors, publishing it again uploads
+nothing, another build at the url is refused unless --overwrite, a publish cut short
+completes when run again (uploading only what is missing), and a reader during a publish
+is told the build is not there.
 
-Each publish runs `python -m fast_tfds.cli publish` in a child with the bucket's
-environment (gcsfs takes the emulator's address from it), each into its own prefix of
-the session's bucket.
+Each publish runs `python -m fast_tfds.cli publish` in a child with the store's
+environment (each client takes the server's address from it), each into its own prefix
+of the session's store.
 """
 
 from __future__ import annotations
@@ -145,23 +146,24 @@ def test_another_build_at_the_url_is_refused_then_replaced_with_overwrite(
 
 
 def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats_missing(
-    bucket, cats_array_record_dir
+    store, cats_array_record_dir
 ):
-    """The bucket takes two uploads, then none: a reader started then is told the build
-    is not there (no examples); the publisher is killed; run again, it uploads only the
-    objects that did not get there, dataset_info.json last, and the loader reads it."""
-    folder, url = version_dir(cats_array_record_dir), bucket.url("cut_short")
+    """The store (gs, s3, az: the servers the tests share) takes two uploads, then none: a
+    reader started then is told the build is not there (no examples); the publisher is
+    killed; run again, it uploads only the objects that did not get there,
+    dataset_info.json last, and the loader reads it."""
+    folder, url = version_dir(cats_array_record_dir), store.url("cut_short")
     local = sorted(os.listdir(folder))
-    bucket.proxy.reset()
-    bucket.proxy.release.clear()
-    bucket.proxy.uploads_allowed = 2
-    child = start_publish(bucket, folder, url)
+    store.proxy.reset()
+    store.proxy.release.clear()
+    store.proxy.uploads_allowed = 2
+    child = start_publish(store, folder, url)
     try:
         deadline = time.monotonic() + 120
-        while len(bucket.proxy.uploaded()) < 2 and child.poll() is None:
+        while len(store.proxy.uploaded()) < 2 and child.poll() is None:
             assert time.monotonic() < deadline, "the publisher made no 2 uploads in 120 s"
             time.sleep(0.1)
-        reader = reads.start(bucket, LOADER, GS_DIR=url)
+        reader = reads.start(store, LOADER, GS_DIR=url)
         reader.stdin.close()
         found, error = reads.ended(reader)
         assert "loader" not in found and error.startswith("ERROR "), error
@@ -169,20 +171,20 @@ def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats
     finally:
         child.kill()
         child.wait(60)
-        bucket.proxy.uploads_allowed = None
-        bucket.proxy.release.set()  # the held uploads are dropped
-    there = objects(bucket, "cut_short")
-    bucket.proxy.release.clear()  # as the session's bucket was
+        store.proxy.uploads_allowed = None
+        store.proxy.release.set()  # the held uploads are dropped
+    there = objects(store, "cut_short")
+    store.proxy.release.clear()  # as the session's store was
     assert len(there) == 2 and "dataset_info.json" not in there, there
 
-    bucket.proxy.reset()
-    said = published(bucket, folder, url)
+    store.proxy.reset()
+    said = published(store, folder, url)
     assert said.endswith(f": {len(local) - 2} files uploaded, 2 already there"), said
-    uploaded = [n.rsplit("/", 1)[-1] for n in bucket.proxy.uploaded()]
+    uploaded = [n.rsplit("/", 1)[-1] for n in store.proxy.uploaded()]
     assert sorted(uploaded) == sorted(set(local) - set(there)), uploaded
     assert uploaded[-1] == "dataset_info.json", uploaded
-    assert objects(bucket, "cut_short") == local
-    found, _ = reads.run(bucket, LOADER, GS_DIR=url)
+    assert objects(store, "cut_short") == local
+    found, _ = reads.run(store, LOADER, GS_DIR=url)
     Truth.of(cats_array_record_dir).check(found["loader"])
 
 
