@@ -36,15 +36,22 @@ def ordered_thread_map(
 
     At most `window` items are in flight (default: `default_window()`), so an
     800 MB archive is never held in memory at once, and a consumer that stops
-    after n results has made the input yield at most n - 1 + window items.
+    after n results has made the input yield at most n - 1 + window items. Where
+    fn raises (or the consumer stops), the items not started yet are not computed.
     """
     workers = workers or os.cpu_count() or 1
     window = window or WINDOW_PER_WORKER * workers
     pending: collections.deque[concurrent.futures.Future] = collections.deque()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= window:
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
                 yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        finally:
+            # An item that failed, or a consumer that stopped, ends the map: the items
+            # not started yet never start (the pool waits only for those running).
+            for future in pending:
+                future.cancel()

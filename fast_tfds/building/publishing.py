@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,12 +35,14 @@ from fast_tfds.building.parallel import ordered_thread_map
 from fast_tfds.cache.remote.metadata import INFO, SHARD
 from fast_tfds.cache.remote.object_stores import (
     STORES,
+    TIMEOUT_ENV,
     NoAnswer,
     ObjectStore,
     is_remote,
     said_of,
     store_of,
     timeout_s,
+    transferred,
     within,
 )
 from fast_tfds.core.builder_lookup import store_name
@@ -226,11 +229,25 @@ def _upload(
     local: dict[str, tuple[int, str | None]],
 ) -> int:
     """Uploads the local file `name` into `target` and checks what the store then holds;
-    its size."""
+    its size. The upload is bounded as a read is: the read timeout without progress (a
+    piece of it that the store took), then one line naming the object."""
     url, path = f"{target}/{name}", os.path.join(folder, name)
     key = store.key(url)
+    last = [time.monotonic()]
+
+    def piece() -> None:
+        last[0] = time.monotonic()
+
+    timeout = timeout_s()
     try:
-        store.put_file(path, key)
+        within(
+            lambda: store.put_file(path, key, transferred(piece)),
+            timeout,
+            "fast_tfds-publish",
+            progress=lambda: last[0],
+        )
+    except NoAnswer:
+        raise _no_answer(f"uploading {url}", timeout, store, url) from None
     except Exception as error:  # noqa: BLE001  (one line: what the store said)
         raise PublishError(
             f"{url}: the store refused the write ({said_of(error)}); check that these "
@@ -283,12 +300,17 @@ def _answered(call, what: str, store: ObjectStore, url: str):
     try:
         return within(call, timeout, "fast_tfds-publish")
     except NoAnswer:
-        raise PublishError(
-            f"{what}: no answer within {timeout:g} s; check that it can be read from here "
-            f"(`{store.check_command(url)}`)"
-        ) from None
+        raise _no_answer(what, timeout, store, url) from None
     except Exception as error:  # noqa: BLE001  (one line: what the store said)
         raise PublishError(
             f"{what} failed ({said_of(error)}); check that it can be read from here "
             f"(`{store.check_command(url)}`)"
         ) from None
+
+
+def _no_answer(what: str, timeout: float, store: ObjectStore, url: str) -> PublishError:
+    return PublishError(
+        f"{what}: no answer within {timeout:g} s (the store is unreachable or too slow); "
+        f"check that it can be reached from here (`{store.check_command(url)}`), or allow "
+        f"a slow store more time with {TIMEOUT_ENV}=SECONDS"
+    )

@@ -56,9 +56,9 @@ def version_dir(data_dir) -> str:
     return os.path.join(data_dir, *VERSION)
 
 
-def start_publish(bucket, folder, url, *options: str, code: str = "") -> Child:
+def start_publish(bucket, folder, url, *options: str, code: str = "", **env: str) -> Child:
     """`fast-tfds publish folder url` in a child, through its entry point (`code`: run
-    first, e.g. to block an import)."""
+    first, e.g. to block an import; `env`: more of its environment)."""
     command = [sys.executable]
     if code:
         runner = code + "\nfrom fast_tfds.cli import main\nmain(sys.argv[2:])\n"
@@ -66,7 +66,7 @@ def start_publish(bucket, folder, url, *options: str, code: str = "") -> Child:
     else:
         command += ["-m", "fast_tfds.cli"]
     command += ["publish", os.fspath(folder), url, *options]
-    return Child(command, cwd=REPO, env=child_env(bucket))
+    return Child(command, cwd=REPO, env=child_env(bucket, **env))
 
 
 def run_publish(bucket, folder, url, *options: str, code: str = "") -> tuple[int, str, str]:
@@ -186,6 +186,35 @@ def test_a_publish_cut_short_hides_the_build_then_completes_uploading_only_whats
     assert objects(store, "cut_short") == local
     found, _ = reads.run(store, LOADER, GS_DIR=url)
     Truth.of(cats_array_record_dir).check(found["loader"])
+
+
+def test_a_store_that_stops_answering_ends_the_publish_within_the_read_timeout(
+    store, cats_array_record_dir
+):
+    """No upload answered (the proxy holds them, for longer than the clients would wait
+    and retry): the publish ends after the one read timeout without progress
+    (FAST_TFDS_BUCKET_READ_TIMEOUT_S), in one line naming an object it was uploading, a
+    data file (they go first); no dataset_info.json gets there."""
+    folder, url = version_dir(cats_array_record_dir), store.url("unanswered")
+    shards = [n for n in os.listdir(folder) if "-of-" in n]
+    store.proxy.release.clear()
+    store.proxy.uploads_allowed = 0
+    try:
+        child = start_publish(store, folder, url, FAST_TFDS_BUCKET_READ_TIMEOUT_S="5")
+        out = child.rest(60)
+        code, err = child.wait(60), child.stderr_text()
+    finally:
+        store.proxy.uploads_allowed = None
+        store.proxy.release.set()  # the held uploads are dropped
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and not out.strip(), err[-3000:]
+    prefix = f"ERROR: uploading {store.url('unanswered', *VERSION)}/"
+    assert lines[0].startswith(prefix), lines
+    assert lines[0][len(prefix) :].split(":")[0] in shards, lines
+    assert ": no answer within 5 s (the store is unreachable or too slow); " in lines[0], lines
+    assert "FAST_TFDS_BUCKET_READ_TIMEOUT_S=SECONDS" in lines[0], lines
+    store.proxy.release.clear()  # as the session's store was
+    assert "dataset_info.json" not in objects(store, "unanswered")
 
 
 def test_a_write_the_store_refuses_and_a_missing_client_are_one_line(bucket, cats_data_dir):

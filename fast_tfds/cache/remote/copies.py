@@ -37,7 +37,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from fast_tfds.cache.remote.object_stores import BucketReadError, said_of, store_of
+from fast_tfds.cache.remote.object_stores import (
+    BucketReadError,
+    said_of,
+    store_of,
+    transferred,
+)
 
 # Copies at a time, per process: enough to keep a bucket's latency hidden, few enough
 # that one slow copy does not starve the reads of the shards it holds.
@@ -190,6 +195,12 @@ class ObjectCopies:
             # What a copy in flight wrote after `close` removed the folder's files.
             remove_owned(self.folder, self._owner)
 
+    def _piece(self) -> None:
+        """A piece of a copy arrived: progress (`transferred`, the download's callback)."""
+        if self._closed:
+            raise CopiesClosed("dropped")  # the client stops the download here
+        self._progress = time.monotonic()
+
     def _copy(self, k: int, copy: _Copy) -> None:
         path = self.files[k]
         try:
@@ -198,7 +209,7 @@ class ObjectCopies:
             if not os.path.exists(local):  # another process's copy, complete
                 partial = f"{local}.{os.getpid()}.{threading.get_ident()}.partial"
                 try:
-                    self.store.get_file(self.store.key(path), partial, _progress(self))
+                    self.store.get_file(self.store.key(path), partial, transferred(self._piece))
                     os.replace(partial, local)
                 finally:
                     if os.path.exists(partial):
@@ -213,19 +224,6 @@ class ObjectCopies:
             copy.error = self.store.read_failed(path, said_of(error))
         finally:
             copy.done.set()
-
-
-def _progress(copies: ObjectCopies):
-    """The client's download callback: each piece of a copy that arrives is progress."""
-    from fsspec.callbacks import Callback
-
-    class Progress(Callback):
-        def relative_update(self, inc=1):
-            if copies._closed:
-                raise CopiesClosed("dropped")  # the client stops the download here
-            copies._progress = time.monotonic()
-
-    return Progress()
 
 
 def remove_owned(folder: str, owner: int) -> None:

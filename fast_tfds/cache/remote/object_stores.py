@@ -22,13 +22,14 @@ import hashlib
 import importlib.util
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-# How long a read from a bucket (a copy, a record, a listing) may wait without progress
-# before it gives up: gcsfs and array_record's client retry for minutes, so without this
-# bound a bucket that went away would look like a hang. A healthy bucket answers in well
-# under a second.
+# How long a read from a bucket (a copy, a record, a listing), or an upload to it (`fast-tfds
+# publish`), may wait without progress before it gives up: gcsfs and array_record's client
+# retry for minutes, so without this bound a bucket that went away would look like a hang.
+# A healthy bucket answers in well under a second.
 TIMEOUT_ENV = "FAST_TFDS_BUCKET_READ_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -66,15 +67,23 @@ def said_of(error: BaseException) -> str:
     return " ".join(f"{type(error).__name__}: {error}".split())[:500]
 
 
-def within(call: Callable[[], T], timeout: float, name: str) -> T:
+def within(
+    call: Callable[[], T],
+    timeout: float,
+    name: str,
+    progress: Callable[[], float] | None = None,
+) -> T:
     """`call()`'s result or its error, in a daemon thread (`name`) waited for at most
-    `timeout` seconds, else `NoAnswer`. A client's retries (and making the client:
-    finding credentials) can each take minutes where the bucket does not answer; the
-    stuck thread is left to end on its own, and as a daemon does not hold up the exit
-    (a ThreadPoolExecutor's threads would: they are joined at exit). A thread costs tens
-    of microseconds; a request to a bucket, milliseconds."""
+    `timeout` seconds, else `NoAnswer`; where `progress()` gives the time (monotonic) of
+    the call's last progress (a transfer's last piece, `transferred`), `timeout` seconds
+    without progress: a long transfer whose pieces keep coming is waited for. A client's
+    retries (and making the client: finding credentials) can each take minutes where the
+    bucket does not answer; the stuck thread is left to end on its own, and as a daemon
+    does not hold up the exit (a ThreadPoolExecutor's threads would: they are joined at
+    exit). A thread costs tens of microseconds; a request to a bucket, milliseconds."""
     box: dict = {}
     done = threading.Event()
+    started = time.monotonic()
 
     def run():
         try:
@@ -85,11 +94,32 @@ def within(call: Callable[[], T], timeout: float, name: str) -> T:
             done.set()
 
     threading.Thread(target=run, daemon=True, name=name).start()
-    if not done.wait(timeout):
-        raise NoAnswer(f"no answer within {timeout:g} s")
+    while not done.is_set():
+        last = max(started, progress()) if progress is not None else started
+        left = last + timeout - time.monotonic()
+        if left <= 0:
+            raise NoAnswer(f"no answer within {timeout:g} s")
+        done.wait(left)
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def transferred(piece: Callable[[], None]) -> Any:
+    """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as each
+    piece of the transfer goes through (what a wait bounded without progress watches: a
+    shard's copy, `copies`; an upload, `within`); `piece` may raise to stop the transfer
+    (the client stops at its next piece). fsspec comes with TFDS; imported here, on use."""
+    from fsspec.callbacks import Callback
+
+    class Transferred(Callback):
+        def relative_update(self, inc=1):
+            piece()
+
+        def absolute_update(self, value):
+            piece()
+
+    return Transferred()
 
 
 class ObjectStore(abc.ABC):
@@ -147,10 +177,11 @@ class ObjectStore(abc.ABC):
         )
 
     @abc.abstractmethod
-    def put_file(self, local: str, key: str) -> None:
+    def put_file(self, local: str, key: str, callback: Any) -> None:
         """The local file `local` uploaded whole as object `key`, replacing any: a reader
-        sees the old object or the new one, never part of one. Where the store computes a
-        checksum only when asked at upload, this asks for the one `checksum` reads."""
+        sees the old object or the new one, never part of one; fsspec's `callback` is told
+        of each piece. Where the store computes a checksum only when asked at upload, this
+        asks for the one `checksum` reads."""
 
     @abc.abstractmethod
     def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
@@ -238,10 +269,10 @@ class GCS(ObjectStore):
         # One streamed GET, with no metadata request.
         self.client().get_file(key, local, callback=callback, concurrency=1)
 
-    def put_file(self, local: str, key: str) -> None:
+    def put_file(self, local: str, key: str, callback: Any) -> None:
         # A file under gcsfs's chunk size (50 MiB) goes in one request; a larger one, as a
         # resumable upload that GCS makes an object of only once all of it is there.
-        self.client().put_file(local, key)
+        self.client().put_file(local, key, callback=callback)
 
     def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
         # GCS computes the CRC32C of every object it stores, and lists it (base64).
@@ -270,9 +301,9 @@ class S3(ObjectStore):
     def check_command(self, url: str) -> str:
         return f"aws s3 ls {url}"
 
-    def put_file(self, local: str, key: str) -> None:
+    def put_file(self, local: str, key: str, callback: Any) -> None:
         # S3 keeps a SHA-256 of an object only when asked for one at its upload.
-        self.client().put_file(local, key, ChecksumAlgorithm="SHA256")
+        self.client().put_file(local, key, callback=callback, ChecksumAlgorithm="SHA256")
 
     def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
         # A listing does not carry it: one HEAD that asks for it. An object uploaded in
@@ -302,8 +333,8 @@ class Azure(ObjectStore):
         container, _, path = self.key(url).partition("/")
         return f"az storage blob list --container-name {container} --prefix {path}"
 
-    def put_file(self, local: str, key: str) -> None:
-        self.client().put_file(local, key, overwrite=True)
+    def put_file(self, local: str, key: str, callback: Any) -> None:
+        self.client().put_file(local, key, overwrite=True, callback=callback)
 
     def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
         # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
