@@ -211,11 +211,17 @@ def _holds(
     local: dict[str, tuple[int, str | None]],
 ) -> bool:
     """Whether the object of listing entry `entry` holds the local file `name`: its size
-    and the store's checksum, or (where the store keeps none) its bytes read back."""
+    and the store's checksum (asked within the read timeout), or (where the store keeps
+    none) its bytes read back."""
     size, checksum = local[name]
     if int(entry.get("size") or -1) != size:
         return False
-    remote = None if checksum is None else store.checksum(entry["name"], entry)
+    url = store.url(entry["name"])
+    remote = (
+        None
+        if checksum is None
+        else _answered(lambda: store.checksum(entry["name"], entry), f"checking {url}", store, url)
+    )
     if remote is None:
         return _read_back(store, entry["name"], os.path.join(folder, name))
     return remote == checksum
@@ -283,10 +289,13 @@ def _read_back(store: ObjectStore, key: str, path: str) -> bool:
 
 
 def _delete(store: ObjectStore, url: str) -> None:
+    timeout = timeout_s()
     try:
-        store.client().rm_file(store.key(url))
+        within(lambda: store.client().rm_file(store.key(url)), timeout, "fast_tfds-publish")
     except FileNotFoundError:
         pass
+    except NoAnswer:
+        raise _no_answer(f"removing {url}", timeout, store, url) from None
     except Exception as error:  # noqa: BLE001  (one line: what the store said)
         raise PublishError(
             f"{url}: the store refused to remove it ({said_of(error)}); check that these "
