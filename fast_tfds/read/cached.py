@@ -508,9 +508,8 @@ def make_cache(reading: Reading) -> StoreReads:
     augment = reading.augment
     features = cached_features(reading)
     slots = reading.slots
-    shorter_side = None  # The whole picture at the output size: no reference size needed.
-    if augment is not None and augment.crop is not None:
-        shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
+    crops = augment is not None and augment.crop is not None
+    shorter_side = store.shorter_side(crops, reading.cache_shorter_side, size)
     what = f"{reading.builder.info.full_name} {reading.split}" + (
         " (augment cache)" if augment is not None else ""
     )
