@@ -204,13 +204,13 @@ class FastLoader(grain.IterDataset):
             # Workers hand batches over in shared memory, which Grain frees when the
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
-            batch = map_arrays(np.array, batch)
+            batch = _copied(batch)
         if first:
             # An iterator's first batches may be a peek (Keras reads two for the shapes,
             # then starts the epoch again): a copy of each (the caller may change its
             # own) lets the next iterator replay them and continue the stream, rather
             # than restart the threads and workers.
-            self._peeked[position] = map_arrays(np.array, batch)
+            self._peeked[position] = _copied(batch)
         else:
             self._peeked.clear()
         return batch
@@ -384,10 +384,9 @@ def _absl_flags_readable() -> None:
         flags.FLAGS.mark_as_parsed()
 
 
-def map_arrays(function, tree):
-    """`function` of each array of a batch (dicts and tuples of arrays), same structure."""
+def _copied(tree):
     if isinstance(tree, dict):
-        return {key: map_arrays(function, value) for key, value in tree.items()}
+        return {key: _copied(value) for key, value in tree.items()}
     if isinstance(tree, tuple):
-        return tuple(map_arrays(function, value) for value in tree)
-    return function(tree)
+        return tuple(_copied(value) for value in tree)
+    return np.array(tree)

@@ -7,8 +7,6 @@ from typing import Any
 import torch
 from torch.utils import data as torch_data
 
-from fast_tfds.loader.pipeline import map_arrays
-
 
 class TorchBatches(torch_data.IterableDataset):
     """Batches of a `FastLoader` as torch tensors: uint8 images [B, H, W, 3], int64 labels.
@@ -48,7 +46,7 @@ class TorchBatches(torch_data.IterableDataset):
             self._pending_state = None
         self._iterator = iterator
         for batch in iterator:
-            yield map_arrays(torch.from_numpy, batch)
+            yield _to_torch(batch)
 
     def state_dict(self) -> dict[str, Any]:
         if self._iterator is None:
@@ -58,3 +56,11 @@ class TorchBatches(torch_data.IterableDataset):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The next `iter()` resumes where `state` was saved."""
         self._pending_state = state
+
+
+def _to_torch(tree):
+    if isinstance(tree, dict):
+        return {key: _to_torch(value) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_to_torch(value) for value in tree)
+    return torch.from_numpy(tree)
