@@ -29,6 +29,7 @@ import cv2
 import numpy as np
 
 from fast_tfds.augment.windows import Windows
+from fast_tfds.core import jpeg_blocks
 
 # torchvision's grey level (rgb_to_grayscale), used by contrast and saturation.
 GREY = np.array([0.2989, 0.587, 0.114])
@@ -195,19 +196,13 @@ def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:
     )
 
 
-_opencv_single_threaded = False
 _pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
 def _parallel(n: int, num_threads: int, work) -> None:
     """work(i) for i in range(n), in `num_threads` contiguous blocks."""
-    global _opencv_single_threaded
-    if not _opencv_single_threaded:
-        # The blocks are the parallelism; OpenCV's own pool would compete with them.
-        # Set on first use, not at import: importing changes nothing in a process.
-        cv2.setNumThreads(1)
-        _opencv_single_threaded = True
+    jpeg_blocks.one_opencv_thread()  # The blocks are the parallelism.
     if num_threads <= 1 or n <= 1:
         for i in range(n):
             work(i)

@@ -41,18 +41,14 @@ class ProgressiveResize:
     step: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("start", "end", "step"):
-            value = getattr(self, name)
-            if not is_int(value) or value < 1:
-                raise ValueError(
-                    f"ProgressiveResize({name}={value!r}): must be a positive int (pixels)"
-                )
-        for name in ("start_epoch", "end_epoch"):
-            value = getattr(self, name)
-            if not is_int(value) or value < 0:
-                raise ValueError(
-                    f"ProgressiveResize({name}={value!r}): must be an epoch number, 0 or more"
-                )
+        for names, least, what in (
+            (("start", "end", "step"), 1, "a positive int (pixels)"),
+            (("start_epoch", "end_epoch"), 0, "an epoch number, 0 or more"),
+        ):
+            for name in names:
+                value = getattr(self, name)
+                if not is_int(value) or value < least:
+                    raise ValueError(f"ProgressiveResize({name}={value!r}): must be {what}")
         if self.end_epoch <= self.start_epoch:
             raise ValueError(
                 f"ProgressiveResize(start_epoch={self.start_epoch}, end_epoch="

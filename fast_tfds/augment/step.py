@@ -62,6 +62,15 @@ def serve_into(
     images = [pictures.images.image(int(s)) for s in slots]
     scale_y = layout.heights[slots] / pictures.reference_heights[slots]
     scale_x = layout.widths[slots] / pictures.reference_widths[slots]
+    return _cut_into(
+        images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads
+    )
+
+
+def _cut_into(images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads=1):
+    """Cuts `drawn`'s windows of whole `images` (stored or decoded pictures, whose pixels
+    are `scale_y`, `scale_x` times the reference's) into `out`: by the strong recipe when
+    `augment` asks for one, else by the plain kernels. Returns `out`."""
     if augment is not None and augment.strong:
         recipe.apply_into(
             images,
@@ -143,18 +152,7 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
     moved = dataclasses.replace(drawn, top=top, left=left)
-    recipe.apply_into(
-        images,
-        recipe.of(augment),
-        seed,
-        epoch,
-        indices,
-        out,
-        scale_y=scale_y,
-        scale_x=scale_x,
-        drawn=moved,
-    )
-    return out
+    return _cut_into(images, moved, augment, seed, epoch, indices, out, scale_y, scale_x)
 
 
 def windows_of(

@@ -194,6 +194,16 @@ def plan(
     )
 
 
+def _box_scales(boxes: np.ndarray, shrunk: np.ndarray, output_size):
+    """Each window's box edges y0, y1, x0, x1 (float64 [n] each) and the factors fy, fx by
+    which its copy scales it: to the output's size where `shrunk`, else 1."""
+    height, width = output_size
+    y0, y1, x0, x1 = (boxes[:, k].astype(np.float64) for k in range(4))
+    fx = np.where(shrunk, width / (x1 - x0), 1.0)
+    fy = np.where(shrunk, height / (y1 - y0), 1.0)
+    return y0, y1, x0, x1, fy, fx
+
+
 def _edge_levels(base: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output_size):
     """uint8 [n, 8]: for the left, right, top and bottom edges of each window, the 4th
     channel's level in the copy's ring and in its outermost pixels, such that the
@@ -206,9 +216,7 @@ def _edge_levels(base: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output
     distance inward from the box's edge: u >= 0: a = 0, b = 1 / (1 + 2u); u < 0:
     a = -2u / (1 - 2u), b = 1 (levels of 255)."""
     height, width = output_size
-    y0, y1, x0, x1 = (boxes[:, k].astype(np.float64) for k in range(4))
-    fx = np.where(shrunk, width / (x1 - x0), 1.0)
-    fy = np.where(shrunk, height / (y1 - y0), 1.0)
+    y0, y1, x0, x1, fy, fx = _box_scales(boxes, shrunk, output_size)
     xa, xb = base[:, 0, 2], base[:, 0, 2] + base[:, 0, 0] * width
     ya, yb = base[:, 1, 2], base[:, 1, 2] + base[:, 1, 1] * height
     inward = np.stack(
@@ -235,10 +243,7 @@ def _copy_maps(matrices: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, outp
     """[n, 2, 3]: each output pixel -> the 4-channel copy `warp_into` warps (OpenCV's
     coordinates): the window's box (resized to the output's size where `shrunk`)
     behind a ring of one pixel."""
-    height, width = output_size
-    y0, y1, x0, x1 = (boxes[:, k].astype(np.float64) for k in range(4))
-    fx = np.where(shrunk, width / (x1 - x0), 1.0)
-    fy = np.where(shrunk, height / (y1 - y0), 1.0)
+    y0, y1, x0, x1, fy, fx = _box_scales(boxes, shrunk, output_size)
     to_copy = np.zeros((len(boxes), 3, 3))
     to_copy[:, 0, 0], to_copy[:, 1, 1], to_copy[:, 2, 2] = fx, fy, 1.0
     # Picture pixel p -> (p - x0) * fx, then + 1 for the ring.

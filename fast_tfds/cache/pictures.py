@@ -44,6 +44,13 @@ def default_shorter_side(output_size: tuple[int, int]) -> int:
     return math.ceil(max(output_size) * 8 / 7)
 
 
+def shorter_side(crops: bool, asked: int | None, output_size: tuple[int, int]) -> int | None:
+    """The stored pictures' shorter side, as both back ends choose it: None (each picture
+    whole at exactly the output size) for a read that draws no crop; else `asked` (the
+    read's `cache_shorter_side`), or by default `default_shorter_side`."""
+    return (asked or default_shorter_side(output_size)) if crops else None
+
+
 def cache_size(height, width, shorter_side: int):
     """(height, width) of a `height` x `width` picture kept at `shorter_side`, aspect
     ratio kept, never enlarged (arrays or ints)."""

@@ -74,12 +74,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("service", help="run a tf.data service dispatcher or worker")
     servers = p.add_subparsers(dest="server", required=True)
     d = servers.add_parser("dispatcher", help="the one dispatcher of a cluster")
-    d.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_DISPATCHER_PORT,
-        help=f"default {DEFAULT_DISPATCHER_PORT}; 0: any free port",
-    )
+    _add_port(d, DEFAULT_DISPATCHER_PORT)
     d.add_argument(
         "--work-dir",
         help="folder (local, shared or gs://) where the dispatcher journals its state, "
@@ -87,18 +82,20 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     )
     w = servers.add_parser("worker", help="a worker; start one per CPU machine")
     w.add_argument("--dispatcher", required=True, help="HOST:PORT of the dispatcher")
-    w.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_WORKER_PORT,
-        help=f"default {DEFAULT_WORKER_PORT}; 0: any free port",
-    )
+    _add_port(w, DEFAULT_WORKER_PORT)
     w.add_argument(
         "--advertise",
         help="host name by which trainers reach this worker (default: this machine's "
         f"name, {socket.gethostname()})",
     )
     p.set_defaults(run=run_server)
+
+
+def _add_port(server: argparse.ArgumentParser, default: int) -> None:
+    """A server's --port, checked in `run_server` (0 is any free port)."""
+    server.add_argument(
+        "--port", type=int, default=default, help=f"default {default}; 0: any free port"
+    )
 
 
 def run_server(args: argparse.Namespace) -> None:

@@ -184,14 +184,21 @@ def _whole(height: int, width: int) -> tuple[int, int, int, int]:
 _opencv_single_threaded = False
 
 
-def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
+def one_opencv_thread() -> None:
+    """Makes OpenCV run on the calling thread only, once per process.
+
+    The readers resize, and the augmentation kernels work, in parallel threads or processes
+    of their own, and OpenCV's pool would compete with them for the same cores. Set on first
+    use, not at import: importing our packages changes nothing in a process.
+    """
     global _opencv_single_threaded
     if not _opencv_single_threaded:
-        # The readers resize in parallel threads or processes of their own, and
-        # OpenCV's pool would compete with them for the same cores. Set on first
-        # use, not at import: importing our packages changes nothing in a process.
         cv2.setNumThreads(1)
         _opencv_single_threaded = True
+
+
+def _resize_into(image: np.ndarray, out: np.ndarray) -> None:
+    one_opencv_thread()
     height, width = out.shape[:2]
     if image.shape[:2] == (height, width):
         out[...] = image

@@ -41,9 +41,7 @@ def make_cache(
     looks_for_file = options.cache == AUTO and options.num_workers > 0
     size = decode.image_size
     crops = options.augment is not None and options.augment.crop is not None
-    shorter_side = (
-        (options.cache_shorter_side or store.default_shorter_side(size)) if crops else None
-    )
+    shorter_side = store.shorter_side(crops, options.cache_shorter_side, size)
     shard = range(options.shard_index, len(source), options.shard_count)
     what = f"{source.dataset} {source.split} (loader cache)"
     folder = options.cache_dir or disk_rows.default_folder()

@@ -218,14 +218,11 @@ def _served(plan: CachedPlan, epoch, skip, replayed) -> tf.data.Dataset:
         # On disk: ask for those `ahead` blocks on (the first call: up to there).
         slots = order[i * block : (i + 1) * block]
         start = tf.where(i == skip, skip * block, (i + ahead) * block)
-        asked = tf.numpy_function(
+        return _after(
             lambda slots: stores.read_ahead(key, slots),
             [order[start : (i + ahead + 1) * block]],
-            tf.int64,
-            stateful=True,
+            slots,
         )
-        with tf.control_dependencies([asked]):
-            return tf.identity(slots)
 
     if ahead is None:  # No function: nothing set up at the epoch's start.
         ds = tf.data.Dataset.from_tensor_slices(order[skip * block :]).batch(
@@ -257,6 +254,14 @@ def _replayed(plan: CachedPlan) -> tf.data.Dataset:
     if reading.batching.drop_remainder and reading.batching.batch_size is not None:
         ds = ds.filter(lambda s: tf.shape(s)[0] == block)
     return ds
+
+
+def _after(effect: Callable, inputs: list, value: tf.Tensor) -> tf.Tensor:
+    """`value`, once `effect(*inputs)` (a stateful NumPy call, e.g. a store's write or
+    read-ahead) has run: the batch that needs the effect cannot overtake it."""
+    done = tf.numpy_function(effect, inputs, tf.int64, stateful=True)
+    with tf.control_dependencies([done]):
+        return tf.identity(value)
 
 
 def nothing_of(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -309,14 +314,9 @@ def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
 
     def put(indices, batch):
         slots = reading.slots.tf_slots(indices)
-        written = tf.numpy_function(
-            lambda *args: stores.write(key, *args),
-            [slots, *(batch[k] for k in keys)],
-            tf.int64,
-            stateful=True,
+        return _after(
+            lambda *args: stores.write(key, *args), [slots, *(batch[k] for k in keys)], slots
         )
-        with tf.control_dependencies([written]):
-            return tf.identity(slots)
 
     serving = gathering(key, specs, reading.slots, lambda arena, name: arena.features[name])
 
@@ -508,9 +508,8 @@ def make_cache(reading: Reading) -> StoreReads:
     augment = reading.augment
     features = cached_features(reading)
     slots = reading.slots
-    shorter_side = None  # The whole picture at the output size: no reference size needed.
-    if augment is not None and augment.crop is not None:
-        shorter_side = reading.cache_shorter_side or store.default_shorter_side(size)
+    crops = augment is not None and augment.crop is not None
+    shorter_side = store.shorter_side(crops, reading.cache_shorter_side, size)
     what = f"{reading.builder.info.full_name} {reading.split}" + (
         " (augment cache)" if augment is not None else ""
     )

@@ -271,12 +271,17 @@ def checked_shard_records(filename, skip, take, name=None) -> tf.data.Dataset:
 
 
 def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
-    gave = [" gave ", tf.strings.as_string(n), " of the ", tf.strings.as_string(take)]
+    gave = _gave(n, take)
     return tf.cond(
         tf.strings.regex_full_match(filename, r"[A-Za-z][A-Za-z0-9+.-]*://.*"),
         lambda: _object_error(filename, gave),
         lambda: _local_error(filename, gave),
     )
+
+
+def _gave(n: tf.Tensor, take: tf.Tensor) -> list:
+    """The words of a short shard's error that say how many of its records it gave."""
+    return [" gave ", tf.strings.as_string(n), " of the ", tf.strings.as_string(take)]
 
 
 def _local_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
@@ -325,10 +330,7 @@ def _copy_error(name: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
         [
             "fast_tfds: shard ",
             name,
-            " gave ",
-            tf.strings.as_string(n),
-            " of the ",
-            tf.strings.as_string(take),
+            *_gave(n, take),
             " records the dataset's metadata lists: the object in the bucket is truncated "
             "or corrupt (its whole copy failed a TFRecord length or CRC check). Compare the "
             "objects' sizes with the local build's (`gcloud storage ls -l ",

@@ -6,6 +6,8 @@ import dataclasses
 
 import numpy as np
 
+from fast_tfds.augment import draws
+
 
 @dataclasses.dataclass(frozen=True)
 class Drawn:
@@ -28,3 +30,19 @@ class Drawn:
                 self.ops.tolist(), self.arguments.tolist(), self.applied.tolist(), strict=True
             )
         ]
+
+
+def check_num_ops(n) -> None:
+    """A RandAugment's `num_ops`: ops chosen per example, as many as the draws hold."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= draws.MAX_OPS:
+        raise ValueError(f"num_ops={n!r}: must be an integer in [0, {draws.MAX_OPS}]")
+
+
+def choose_ops(seed: int, epoch: int, indices, num_ops: int, num_names: int):
+    """Each example's `num_ops` op slots: the policy block's uniforms, float [n, k,
+    POLICY_SLOT] (column 0 chose the op; the others are the op's to use), and the op each
+    slot chose, int [n, k] (indices into the policy's `num_names` ops)."""
+    u = draws.block(seed, epoch, indices, draws.POLICY, draws.POLICY_SLOT * max(num_ops, 1))
+    u = u.reshape(len(u), max(num_ops, 1), draws.POLICY_SLOT)[:, :num_ops]
+    op = np.minimum(np.floor(u[..., 0] * num_names), num_names - 1).astype(np.int64)
+    return u, op

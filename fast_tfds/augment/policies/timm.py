@@ -38,8 +38,7 @@ import re
 
 import numpy as np
 
-from fast_tfds.augment import draws
-from fast_tfds.augment.policies.drawn import Drawn
+from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
 
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitude 10 is each op's full range
 IMAGENET_MEAN_FILL = (124, 116, 104)  # round(255 * (0.485, 0.456, 0.406))
@@ -77,9 +76,7 @@ class RandAugment:
     fill: tuple[int, int, int] = IMAGENET_MEAN_FILL
 
     def __post_init__(self) -> None:
-        n = self.num_ops
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= draws.MAX_OPS:
-            raise ValueError(f"num_ops={n!r}: must be an integer in [0, {draws.MAX_OPS}]")
+        check_num_ops(self.num_ops)
         if not 0 <= self.prob <= 1:
             raise ValueError(f"prob={self.prob!r}: must be in [0, 1]")
         if self.magnitude_std < 0:
@@ -125,10 +122,7 @@ class RandAugment:
         return cls(**fields)
 
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
-        k = self.num_ops
-        u = draws.block(seed, epoch, indices, draws.POLICY, draws.POLICY_SLOT * max(k, 1))
-        u = u.reshape(len(u), max(k, 1), draws.POLICY_SLOT)[:, :k]
-        op = np.minimum(np.floor(u[..., 0] * len(OPS)), len(OPS) - 1).astype(np.int64)
+        u, op = choose_ops(seed, epoch, indices, self.num_ops, len(OPS))
         magnitude = np.full(op.shape, self.magnitude)
         if self.magnitude_std == math.inf:
             magnitude = u[..., 1] * self.magnitude  # random.uniform(0, m)

@@ -28,8 +28,7 @@ import dataclasses
 
 import numpy as np
 
-from fast_tfds.augment import draws
-from fast_tfds.augment.policies.drawn import Drawn
+from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
 
 OPS = (
     "identity",
@@ -111,12 +110,10 @@ class TrivialAugmentWide:
         _check_bins(self.num_magnitude_bins)
 
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
-        u = draws.block(seed, epoch, indices, draws.POLICY, draws.POLICY_SLOT)
-        op = np.minimum(np.floor(u[:, 0] * len(OPS)), len(OPS) - 1).astype(np.int64)
+        u, op = choose_ops(seed, epoch, indices, 1, len(OPS))
         bins = self.num_magnitude_bins
-        level = np.minimum(np.floor(u[:, 1] * bins), bins - 1).astype(np.int64)
-        magnitude = tables(bins, output_size, wide=True)[op, level] * _signs(u[:, 3], op)
-        op, magnitude = op[:, None], magnitude[:, None]
+        level = np.minimum(np.floor(u[..., 1] * bins), bins - 1).astype(np.int64)
+        magnitude = tables(bins, output_size, wide=True)[op, level] * _signs(u[..., 3], op)
         return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
 
 
@@ -132,9 +129,7 @@ class RandAugment:
 
     def __post_init__(self) -> None:
         bins = _check_bins(self.num_magnitude_bins)
-        n = self.num_ops
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= draws.MAX_OPS:
-            raise ValueError(f"num_ops={n!r}: must be an integer in [0, {draws.MAX_OPS}]")
+        check_num_ops(self.num_ops)
         m = self.magnitude
         if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < bins:
             raise ValueError(
@@ -143,10 +138,7 @@ class RandAugment:
             )
 
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
-        k = self.num_ops
-        u = draws.block(seed, epoch, indices, draws.POLICY, draws.POLICY_SLOT * max(k, 1))
-        u = u.reshape(len(u), max(k, 1), draws.POLICY_SLOT)[:, :k]
-        op = np.minimum(np.floor(u[..., 0] * len(OPS)), len(OPS) - 1).astype(np.int64)
+        u, op = choose_ops(seed, epoch, indices, self.num_ops, len(OPS))
         table = tables(self.num_magnitude_bins, output_size, wide=False)[:, self.magnitude]
         magnitude = table[op] * _signs(u[..., 3], op)
         return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
