@@ -1,6 +1,6 @@
 """The fallbacks of `fast_tfds.core.platform` where Linux's calls are missing (macOS),
 run on this machine by hiding the calls; `tests/cache/test_persistent.py`,
-`tests/reliability/test_persistent_cache.py` and `tests/loader/test_loader.py` run the
+`tests/reliability/test_persistence.py` and `tests/loader/test_loader.py` run the
 code that uses them the same way."""
 
 from __future__ import annotations
