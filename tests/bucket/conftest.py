@@ -45,6 +45,15 @@ def own_bucket(tmp_path, cats_data_dir, cats_array_record_dir):  # noqa: F811
     bucket.close()
 
 
+@pytest.fixture
+def slowed_bucket(bucket):
+    """`bucket` behind a proxy of the test's own, which the test may slow down (not break:
+    stop, empty or rewrite, as `own_bucket` may)."""
+    slowed = bucket.behind_own_proxy()
+    yield slowed
+    slowed.close()
+
+
 @pytest.fixture(scope="session", params=list(STORES))
 def store(request, tmp_path_factory, cats_data_dir, cats_array_record_dir):  # noqa: F811
     """`bucket`, and S3's and Azure's servers holding the same builds: each started once

@@ -8,8 +8,10 @@ one `OUTPUTS <name> <json>` line per read: every example as `tests.pairs.Output`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.bucket.emulated import Bucket, child_env
 from tests.children import TIMEOUT_S, Child
@@ -26,19 +28,20 @@ def report(name, source):
     print("OUTPUTS", name, json.dumps(outputs), flush=True)
 """
 
-# A cached read with persist=True, two epochs reported as gs0 and gs1. KIND: tf-augment,
-# tf-plain, loader, loader-augment; DATA_DIR: the bucket's; CACHE_DIR; LOCAL_DIR (optional):
-# first the same read of the local copy, persist=False, as local0 and local1.
+# Cached reads with persist=True, one after another, each once a line comes on stdin (at
+# once where stdin is closed): a test that sends the lines one by one counts each read's
+# requests alone. PLAN (`persisting`): [kind, data_dir, cache_dir, local_dir or null] each;
+# KIND: tf-augment, tf-plain, loader, loader-augment. Each reports two epochs as KIND:gs0
+# and KIND:gs1, after (with a local_dir) the same read of the local copy, persist=False, as
+# KIND:local0 and KIND:local1; then `DONE KIND`.
 PERSIST = """
-import os
+import gc, os
 import cats_vs_dogs_fast
 import fast_tfds
 
-kind = os.environ["KIND"]
-
-def source(data_dir, persist):
+def source(kind, data_dir, cache_dir, persist):
     common = dict(batch_size=8, shuffle=False, seed=3, download_and_prepare=False, cache=True,
-                  persist=persist, cache_dir=os.environ["CACHE_DIR"], data_dir=data_dir)
+                  persist=persist, cache_dir=cache_dir, data_dir=data_dir)
     if kind.endswith("augment"):
         common["augment"] = fast_tfds.Augment()
     if kind.startswith("tf"):
@@ -47,14 +50,30 @@ def source(data_dir, persist):
         return cats_vs_dogs_fast.as_fast_dataset("train", **common, **dtype)
     return cats_vs_dogs_fast.as_fast_loader("train", **common)
 
-if os.environ.get("LOCAL_DIR"):
-    local = source(os.environ["LOCAL_DIR"], False)
+for kind, data_dir, cache_dir, local_dir in json.loads(os.environ["PLAN"]):
+    sys.stdin.readline()
+    if local_dir:
+        local = source(kind, local_dir, cache_dir, False)
+        for k in range(2):
+            report(f"{kind}:local{k}", local)
+        del local
+    gs = source(kind, data_dir, cache_dir, True)
     for k in range(2):
-        report(f"local{k}", local)
-gs = source(os.environ["DATA_DIR"], True)
-for k in range(2):
-    report(f"gs{k}", gs)
+        report(f"{kind}:gs{k}", gs)
+    del gs
+    gc.collect()  # its shard copies end with it, before the next read is counted
+    print("DONE", kind, flush=True)
 """
+
+
+def persisting(*plan: tuple[str, str, Path, Path | None]) -> dict[str, str]:
+    """`PERSIST`'s environment for its reads: (kind, data_dir, cache_dir, local copy or
+    None) each, in the order they run."""
+    rows = [
+        [kind, data_dir, os.fspath(cache), None if local is None else os.fspath(local)]
+        for kind, data_dir, cache, local in plan
+    ]
+    return {"PLAN": json.dumps(rows)}
 
 
 def _output(row) -> Output:
@@ -73,10 +92,13 @@ def start(bucket: Bucket, code: str, args=(), **env: str) -> Child:
     )
 
 
-def ended(child: Child, timeout: float = TIMEOUT_S) -> tuple[dict[str, list[Output]], str]:
-    """({name: outputs}, its `ERROR` line or "") of a child that has ended well."""
+def ended(
+    child: Child, timeout: float = TIMEOUT_S, read: str = ""
+) -> tuple[dict[str, list[Output]], str]:
+    """({name: outputs}, its `ERROR` line or "") of a child that has ended well; `read`:
+    its output that the test has taken already (`Child.until`)."""
     found, error = {}, ""
-    for line in child.rest(timeout).splitlines():
+    for line in (read + child.rest(timeout)).splitlines():
         if line.startswith("OUTPUTS "):
             _, name, rows = line.split(" ", 2)
             found[name] = [_output(row) for row in json.loads(rows)]
@@ -87,9 +109,9 @@ def ended(child: Child, timeout: float = TIMEOUT_S) -> tuple[dict[str, list[Outp
     return found, error
 
 
-def outputs_of(child: Child, timeout: float = TIMEOUT_S) -> dict[str, list[Output]]:
+def outputs_of(child: Child, timeout: float = TIMEOUT_S, read: str = "") -> dict[str, list[Output]]:
     """{name: outputs} of every read the child reported, once it has ended well."""
-    found, error = ended(child, timeout)
+    found, error = ended(child, timeout, read)
     assert not error, error
     return found
 

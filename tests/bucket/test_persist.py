@@ -12,7 +12,6 @@ counted at the proxy (`Proxy.media_reads`).
 from __future__ import annotations
 
 import collections
-import os
 from pathlib import Path
 
 import pytest
@@ -37,19 +36,20 @@ def bucket(bucket, cats_both_formats_dir):
     return bucket
 
 
-def run(bucket, kind: str, prefix: str, cache: Path, local: Path | None = None, **env):
-    """({name: outputs}, stderr) of one child's read (`PERSIST`), the proxy's log reset first."""
-    bucket.proxy.reset()
-    extra = {"LOCAL_DIR": os.fspath(local)} if local is not None else {}
-    return reads.run(
-        bucket,
-        reads.PERSIST,
-        KIND=kind,
-        DATA_DIR=bucket.url(prefix),
-        CACHE_DIR=os.fspath(cache),
-        **extra,
-        **env,
-    )
+def run(bucket, plan) -> tuple[dict, str, dict[str, list[str]]]:
+    """({name: outputs}, stderr, {kind: the shard objects it read}) of one child's reads
+    (`reads.PERSIST`, in a new process as a next run is): the proxy's log is reset before
+    each read, so that each read's requests are its own."""
+    child = reads.start(bucket, reads.PERSIST, **reads.persisting(*plan))
+    taken, asked = "", {}
+    for kind, *_ in plan:
+        bucket.proxy.reset()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        taken += child.until(f"DONE {kind}\n")
+        asked[kind] = shard_reads(bucket)
+    child.stdin.close()
+    return reads.outputs_of(child, read=taken), child.stderr_text(), asked
 
 
 def shard_reads(bucket) -> list[str]:
@@ -76,52 +76,77 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("kind", list(CASES))
 def test_the_next_run_serves_from_the_local_file_and_a_rewritten_object_refills_it(
-    bucket, kind, tmp_path, request
+    bucket, tmp_path, request
 ):
-    next_run_and_rewrite(bucket, kind, tmp_path, request)
+    """Every kind of read, each with a file of its own, in the same three runs."""
+    next_run_and_rewrite(bucket, list(CASES), tmp_path, request)
 
 
 @pytest.mark.parametrize("store", ["s3", "az"], indirect=True)
-@pytest.mark.parametrize("kind", ["tf-plain", "loader"])
 def test_persist_from_s3_and_azure_serves_the_next_run_and_refills_a_rewritten_object(
-    store, kind, tmp_path, request
+    store, tmp_path, request
 ):
     """The same over S3 and Azure, keyed by each object's size and ETag: a new process
     serves from the file; an object the store says was rewritten is read again."""
-    next_run_and_rewrite(store, kind, tmp_path, request)
+    next_run_and_rewrite(store, ["tf-plain", "loader"], tmp_path, request)
 
 
-def next_run_and_rewrite(bucket, kind: str, tmp_path: Path, request) -> None:
-    prefix, local_fixture, rewritten = CASES[kind]
-    local = request.getfixturevalue(local_fixture)
-    cache = tmp_path / "cache"
-    cache.mkdir()
+def next_run_and_rewrite(bucket, kinds: list[str], tmp_path: Path, request) -> None:
+    """Three runs, each a new process reading each of `kinds` into a cache folder of its
+    own: the first fills a file, the next serves from it, and after each kind's shard is
+    uploaded again, the last fills a new one."""
+    locals_ = {kind: request.getfixturevalue(CASES[kind][1]) for kind in kinds}
+    caches = {kind: tmp_path / kind for kind in kinds}
+    for cache in caches.values():
+        cache.mkdir()
 
-    filled, stderr = run(bucket, kind, prefix, cache, local=local)
+    def plan(with_local: bool):
+        return [
+            (
+                kind,
+                bucket.url(CASES[kind][0]),
+                caches[kind],
+                locals_[kind] if with_local else None,
+            )
+            for kind in kinds
+        ]
+
+    filled, stderr, asked = run(bucket, plan(True))
     assert "caching in memory only" not in stderr, stderr[-3000:]
-    for epoch in range(2):
-        assert same(filled[f"gs{epoch}"], filled[f"local{epoch}"]), f"epoch {epoch}"
-    assert shard_reads(bucket), "the first run reads the shards from the bucket"
-    (made,) = files(cache)
+    made = {}
+    for kind in kinds:
+        for epoch in range(2):
+            assert same(filled[f"{kind}:gs{epoch}"], filled[f"{kind}:local{epoch}"]), (kind, epoch)
+        assert asked[kind], f"{kind}: the first run reads the shards from the bucket"
+        (made[kind],) = files(caches[kind])
 
-    served, stderr = run(bucket, kind, prefix, cache)
-    assert shard_reads(bucket) == [], "the next run read shard bytes from the bucket"
-    for epoch in range(2):
-        assert same(served[f"gs{epoch}"], filled[f"local{epoch}"]), f"epoch {epoch}"
-    assert files(cache) == [made]
+    served, stderr, asked = run(bucket, plan(False))
+    for kind in kinds:
+        assert asked[kind] == [], f"{kind}: the next run read shard bytes from the bucket"
+        for epoch in range(2):
+            assert same(served[f"{kind}:gs{epoch}"], filled[f"{kind}:local{epoch}"]), (kind, epoch)
+        assert files(caches[kind]) == [made[kind]], kind
 
     # The same bytes uploaded again, as the store's new version (GCS: a new generation;
     # S3: a multipart ETag; Azure: a new ETag), so a new key and a new fill.
-    name = f"{prefix}/{rewritten}"
-    before = bucket.version(name)
-    assert bucket.rewrite(name, (local / rewritten).read_bytes()) != before
-    refilled, stderr = run(bucket, kind, prefix, cache)
-    assert name in shard_reads(bucket), "the rewritten shard was not read again"
-    for epoch in range(2):
-        assert same(refilled[f"gs{epoch}"], filled[f"local{epoch}"]), f"epoch {epoch}"
-    assert len(files(cache)) == 2 and made in files(cache)
+    rewritten = {}
+    for kind in kinds:
+        prefix, _, shard = CASES[kind]
+        name = f"{prefix}/{shard}"
+        if name not in rewritten.values():
+            before = bucket.version(name)
+            assert bucket.rewrite(name, (locals_[kind] / shard).read_bytes()) != before
+        rewritten[kind] = name
+    refilled, stderr, asked = run(bucket, plan(False))
+    for kind in kinds:
+        assert rewritten[kind] in asked[kind], f"{kind}: the rewritten shard was not read again"
+        for epoch in range(2):
+            assert same(refilled[f"{kind}:gs{epoch}"], filled[f"{kind}:local{epoch}"]), (
+                kind,
+                epoch,
+            )
+        assert len(files(caches[kind])) == 2 and made[kind] in files(caches[kind]), kind
 
 
 def test_a_file_filled_by_as_fast_dataset_serves_the_loader_from_the_bucket(
@@ -130,14 +155,15 @@ def test_a_file_filled_by_as_fast_dataset_serves_the_loader_from_the_bucket(
     """One key for both back ends: the objects of every format in the folder."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    filled, stderr = run(bucket, "tf-augment", BOTH, cache, local=cats_both_formats_dir)
-    assert same(filled["gs0"], filled["local0"]), stderr[-3000:]
+    url = bucket.url(BOTH)
+    filled, stderr, _ = run(bucket, [("tf-augment", url, cache, cats_both_formats_dir)])
+    assert same(filled["tf-augment:gs0"], filled["tf-augment:local0"]), stderr[-3000:]
     (made,) = files(cache)
-    served, stderr = run(bucket, "loader-augment", BOTH, cache, local=cats_both_formats_dir)
+    served, stderr, asked = run(bucket, [("loader-augment", url, cache, cats_both_formats_dir)])
     assert files(cache) == [made], stderr[-3000:]
-    assert shard_reads(bucket) == [], "the loader read shard bytes from the bucket"
+    assert asked["loader-augment"] == [], "the loader read shard bytes from the bucket"
     # The loader's own draws of the same pictures, from the file and from memory.
-    assert same(served["gs0"], served["local0"])
+    assert same(served["loader-augment:gs0"], served["loader-augment:local0"])
 
 
 def test_without_gcsfs_persist_says_how_to_get_it_and_caches_in_memory(bucket, tmp_path):
@@ -147,13 +173,11 @@ def test_without_gcsfs_persist_says_how_to_get_it_and_caches_in_memory(bucket, t
         bucket,
         BLOCK_PACKAGES + reads.PERSIST,
         args=["gcsfs"],
-        KIND="tf-augment",
-        DATA_DIR=bucket.url(TFRECORD),
-        CACHE_DIR=os.fspath(cache),
+        **reads.persisting(("tf-augment", bucket.url(TFRECORD), cache, None)),
     )
     child.stdin.close()
     found = reads.outputs_of(child)
     stderr = child.stderr_text()
     warned = [line for line in stderr.splitlines() if "caching in memory only" in line]
     assert len(warned) == 1 and "pip install 'fast-image-tfds[gcs]'" in warned[0], stderr[-3000:]
-    assert found["gs0"] and files(cache) == []
+    assert found["tf-augment:gs0"] and files(cache) == []
