@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks import data
+from benchmarks import data, options
 
 DATASET = "cats_vs_dogs_fast"
 BUNDLE = Path("fast_tfds_device")
@@ -144,12 +144,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        default=DEFAULT_IMAGES_PER_CLASS,
-        help="size of the generated sample (default %(default)s)",
-    )
+    options.add_images_per_class(p, DEFAULT_IMAGES_PER_CLASS)
     p.add_argument(
         "--workdir",
         default=os.fspath(data.DEFAULT_WORKDIR),
@@ -160,8 +155,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     )
     p.add_argument("--out", default=os.fspath(BUNDLE), help="(default %(default)s)")
     args = p.parse_args(argv)
-    if args.images_per_class < 1:
-        p.error(f"--images-per-class={args.images_per_class}: must be at least 1")
+    options.check_counts(p, args)
     return args
 
 

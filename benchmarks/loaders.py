@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import fast_tfds
+from benchmarks import options
 
 BATCH = 32  # as in every other row (baselines.BATCH_SIZE, which would import TensorFlow)
 TORCH_WORKERS = 2
@@ -347,10 +348,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--dataset", default="cats_vs_dogs_fast")
     p.add_argument("--split", default="train")
-    p.add_argument("--rounds", type=int, default=3)
+    options.add_rounds(p, 3)
     p.add_argument("--workdir", default="fast_tfds_bench", help="where the JPEGs are extracted")
     p.add_argument("--json", help="write the rounds and summaries here")
     args = p.parse_args(argv)
+    options.check_counts(p, args)
     import importlib
 
     from benchmarks.data import load_builders

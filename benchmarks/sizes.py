@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import data
+from benchmarks import data, options
 
 DATASET = "cats_vs_dogs_fast"
 SIZES = (160, 224, 384)
@@ -125,16 +125,6 @@ def tuned_by(autotune: bool):
     options = tf.data.Options()
     options.autotune.enabled = False
     return lambda ds: ds.with_options(options)
-
-
-def check_counts(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--rounds and --images-per-class of at least 1, else the parser's one-line error."""
-    for flag, value in {
-        "--rounds": args.rounds,
-        "--images-per-class": args.images_per_class,
-    }.items():
-        if value < 1:
-            p.error(f"{flag}={value}: must be at least 1")
 
 
 def sample_dir(args: argparse.Namespace) -> Path:
@@ -424,13 +414,8 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        default=DEFAULT_IMAGES_PER_CLASS,
-        help=f"size of the generated sample (default {DEFAULT_IMAGES_PER_CLASS})",
-    )
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"(default {DEFAULT_ROUNDS})")
+    options.add_images_per_class(p, DEFAULT_IMAGES_PER_CLASS)
+    options.add_rounds(p, DEFAULT_ROUNDS)
     p.add_argument("--workdir", default=str(data.DEFAULT_WORKDIR), help="where the sample is")
     p.add_argument(
         "--data-dir",
@@ -456,7 +441,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
         help="where to write the JSON (default: benchmarks/results/bench-sizes-DATE.json)",
     )
     args = p.parse_args(argv)
-    check_counts(p, args)
+    options.check_counts(p, args)
     return args
 
 
