@@ -276,6 +276,7 @@ class ImageFolderLike:
 
 def run(inputs: LoaderInputs, pipelines: list, rounds: int) -> dict:
     """{name: summary} of every pipeline, measured in interleaved rounds after a warm-up."""
+    from benchmarks.memory import frozen_heap
     from benchmarks.stream import measure_once, summarize
 
     images = inputs.builders["224"].info.splits[inputs.split].num_examples
@@ -285,12 +286,13 @@ def run(inputs: LoaderInputs, pipelines: list, rounds: int) -> dict:
         next(iterator)
         del iterator
     raw: dict[str, list[dict]] = {p.name: [] for p in pipelines}
-    for round_index in range(rounds):
-        for p in pipelines:
-            result = measure_once(p, functools.partial(inputs.make, p))
-            raw[p.name].append(result)
-            rates = "  ".join(f"{e['images_per_s']:8.0f}/s" for e in result["epochs"])
-            print(f"  round {round_index + 1}  {p.name:<34} {rates}", flush=True)
+    with frozen_heap():  # as in `stream.run`: each row's collections walk what it made
+        for round_index in range(rounds):
+            for p in pipelines:
+                result = measure_once(p, functools.partial(inputs.make, p))
+                raw[p.name].append(result)
+                rates = "  ".join(f"{e['images_per_s']:8.0f}/s" for e in result["epochs"])
+                print(f"  round {round_index + 1}  {p.name:<34} {rates}", flush=True)
     out = {}
     for p in pipelines:
         counts = {e["images"] for r in raw[p.name] for e in r["epochs"]}

@@ -325,13 +325,17 @@ def _epochs(ds):
 
 def run(rows: dict[str, Row], rounds: int) -> tuple[dict, dict]:
     """(warm-up epochs, timed epochs): every row once untimed (page cache, tracing),
-    then `rounds` interleaved rounds. A fill row comes before its served row."""
-    warmup = {name: _measure(row) for name, row in rows.items()}
-    timed = {name: [] for name in rows}
-    for r in range(rounds):
-        print(f"Round {r + 1} of {rounds} ...", flush=True)
-        for name, row in rows.items():
-            timed[name].append(_measure(row))
+    then `rounds` interleaved rounds. A fill row comes before its served row. The rows and
+    the modules are set aside from the collector meanwhile (`memory.frozen_heap`)."""
+    from benchmarks.memory import frozen_heap
+
+    with frozen_heap():
+        warmup = {name: _measure(row) for name, row in rows.items()}
+        timed = {name: [] for name in rows}
+        for r in range(rounds):
+            print(f"Round {r + 1} of {rounds} ...", flush=True)
+            for name, row in rows.items():
+                timed[name].append(_measure(row))
     return warmup, timed
 
 
