@@ -82,22 +82,29 @@ def _canonical(name: str) -> str:
 
 
 def fetch_wheels(folder: Path) -> list[Path]:
-    """The wheels of WHEELS into `folder` (emptied first): one version of each."""
+    """The wheels of WHEELS into `folder` (emptied first): one version of each.
+
+    Two pip commands, not one a package: the published wheels in one download, and the
+    source-only packages built in one `pip wheel` (each pip start takes seconds)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    for pin in locked():
-        if _canonical(pin.split("==")[0]) in SOURCE_ONLY:
-            command = [*pip, "wheel", "--no-deps", "-w", os.fspath(folder), pin]
-        else:
-            command = [*pip, "download", "--no-deps", "--only-binary=:all:"]
-            command += ["--python-version", "3.12", "--implementation", "cp"]
-            command += [f"--platform={p}" for p in PLATFORMS]
-            command += ["-d", os.fspath(folder), pin]
-        done = subprocess.run(command, capture_output=True, text=True)
+    pins = locked()
+    built = [pin for pin in pins if _canonical(pin.split("==")[0]) in SOURCE_ONLY]
+    published = [pin for pin in pins if pin not in built]
+    download = [*pip, "download", "--no-deps", "--only-binary=:all:"]
+    download += ["--python-version", "3.12", "--implementation", "cp"]
+    download += [f"--platform={p}" for p in PLATFORMS]
+    for command, group in (
+        ([*download, "-d", os.fspath(folder)], published),
+        ([*pip, "wheel", "--no-deps", "-w", os.fspath(folder)], built),
+    ):
+        if not group:
+            continue
+        done = subprocess.run([*command, *group], capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["?"])[-1]
-            raise SystemExit(f"pip could not fetch {pin} for the GPU machine: {last}")
+            raise SystemExit(f"pip could not fetch {', '.join(group)} for the GPU machine: {last}")
     return sorted(folder.glob("*.whl"))
 
 
