@@ -11,21 +11,25 @@ import pytest
 
 from benchmarks import main as bench
 from benchmarks import sizes
+from tests.helpers import shared_folder
 
 
 @pytest.fixture(scope="module")
 def sizes_run_and_table(cats_every_config_both_formats_dir, tmp_path_factory):
     """(result, printed output) of one round of every row (after its warm-up epoch): what
     every row proves runs in one; `summarize` over several rounds is checked on its own."""
-    tmp = tmp_path_factory.mktemp("sizes")
-    data_dir = tmp / "data"
-    shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
-    out = tmp / "sizes.json"
-    argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "1", "--out", str(out)]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        bench.main([*argv, "--cache-dir", str(tmp)])
-    return json.loads(out.read_text()), printed.getvalue()
+
+    def run(tmp):  # once for the whole test run, whichever workers the tests go to
+        data_dir = tmp / "data"
+        shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
+        argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "1"]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            bench.main([*argv, "--out", str(tmp / "sizes.json"), "--cache-dir", str(tmp)])
+        (tmp / "printed.txt").write_text(printed.getvalue())
+
+    tmp = shared_folder(tmp_path_factory, "sizes_run", run)
+    return json.loads((tmp / "sizes.json").read_text()), (tmp / "printed.txt").read_text()
 
 
 @pytest.fixture(scope="module")
