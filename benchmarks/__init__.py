@@ -9,8 +9,10 @@ write and the decode ceilings), `train` times a Keras model's wait for input,
 `loaders` adds the non-TensorFlow rows, `sizes` the output sizes and the disk
 cache (`python -m benchmarks sizes`), `epoch_boundaries` times Keras `fit`
 between epochs, `memory` measures what caches hold, `report` prints, saves and
-compares results, and `data` writes and builds the sample. `accelerator` times
-a GPU's wait for input (no TensorFlow; `accelerator_pack` packs what it reads).
+compares results, `data` writes and builds the sample, and `options` holds the
+flags every benchmark spells alike (--images-per-class, --rounds) and their check.
+`accelerator` times a GPU's wait for input (no TensorFlow; `accelerator_pack`
+packs what it reads).
 `results/` keeps earlier runs; `experiments/` the scripts behind one-off
 measurements.
 """

@@ -45,7 +45,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import recipes
+from benchmarks import options, recipes
 from benchmarks.sizes import Clock, default_out
 
 DATASET = "cats_vs_dogs_fast"
@@ -373,10 +373,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     except ValueError:
         p.error(f"--threads={args.threads}: give counts such as 1,2,4,8,16")
     counts = {"--batch-size": args.batch_size, "--workers": args.workers}
-    counts |= {f"--threads {n}": n for n in args.threads}
-    for flag, value in counts.items():
-        if value < 1:
-            p.error(f"{flag}={value}: must be at least 1")
+    options.check_counts(p, args, counts | {f"--threads {n}": n for n in args.threads})
     if args.batch_size % 2:
         p.error(f"--batch-size={args.batch_size}: must be even (timm's Mixup pairs images)")
     return args

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks import data
+from benchmarks import data, options
 
 DATASET = "cats_vs_dogs_fast"
 BUNDLE = Path("fast_tfds_device")
@@ -82,22 +82,29 @@ def _canonical(name: str) -> str:
 
 
 def fetch_wheels(folder: Path) -> list[Path]:
-    """The wheels of WHEELS into `folder` (emptied first): one version of each."""
+    """The wheels of WHEELS into `folder` (emptied first): one version of each.
+
+    Two pip commands, not one a package: the published wheels in one download, and the
+    source-only packages built in one `pip wheel` (each pip start takes seconds)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    for pin in locked():
-        if _canonical(pin.split("==")[0]) in SOURCE_ONLY:
-            command = [*pip, "wheel", "--no-deps", "-w", os.fspath(folder), pin]
-        else:
-            command = [*pip, "download", "--no-deps", "--only-binary=:all:"]
-            command += ["--python-version", "3.12", "--implementation", "cp"]
-            command += [f"--platform={p}" for p in PLATFORMS]
-            command += ["-d", os.fspath(folder), pin]
-        done = subprocess.run(command, capture_output=True, text=True)
+    pins = locked()
+    built = [pin for pin in pins if _canonical(pin.split("==")[0]) in SOURCE_ONLY]
+    published = [pin for pin in pins if pin not in built]
+    download = [*pip, "download", "--no-deps", "--only-binary=:all:"]
+    download += ["--python-version", "3.12", "--implementation", "cp"]
+    download += [f"--platform={p}" for p in PLATFORMS]
+    for command, group in (
+        ([*download, "-d", os.fspath(folder)], published),
+        ([*pip, "wheel", "--no-deps", "-w", os.fspath(folder)], built),
+    ):
+        if not group:
+            continue
+        done = subprocess.run([*command, *group], capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["?"])[-1]
-            raise SystemExit(f"pip could not fetch {pin} for the GPU machine: {last}")
+            raise SystemExit(f"pip could not fetch {', '.join(group)} for the GPU machine: {last}")
     return sorted(folder.glob("*.whl"))
 
 
@@ -144,12 +151,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        default=DEFAULT_IMAGES_PER_CLASS,
-        help="size of the generated sample (default %(default)s)",
-    )
+    options.add_images_per_class(p, DEFAULT_IMAGES_PER_CLASS)
     p.add_argument(
         "--workdir",
         default=os.fspath(data.DEFAULT_WORKDIR),
@@ -160,8 +162,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     )
     p.add_argument("--out", default=os.fspath(BUNDLE), help="(default %(default)s)")
     args = p.parse_args(argv)
-    if args.images_per_class < 1:
-        p.error(f"--images-per-class={args.images_per_class}: must be at least 1")
+    options.check_counts(p, args)
     return args
 
 

@@ -54,6 +54,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from benchmarks import options
 from benchmarks.data import REPO_ROOT, sample_data_dir
 
 DATASET = "cats_vs_dogs_fast"
@@ -266,8 +267,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.agains
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--baseline", required=True, help="a commit-ish of this repository")
-    p.add_argument("--images-per-class", type=int, default=500, help="(default 500)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    options.add_images_per_class(p, 500)
+    options.add_rounds(p, 3)
     p.add_argument("--workdir", default="fast_tfds_bench", help="where the sample is built")
     p.add_argument("--save", action="store_true", help="also write benchmarks/results/...txt")
     p.add_argument("--only", help="comma-separated measurement names (default: all)")
@@ -286,8 +287,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.agains
     names = [name for name in MEASUREMENTS if name in names]  # the fill before its read
     if "persist_read" in names and "persist_fill" not in names:
         p.error("--only: persist_read serves the file persist_fill writes; name both")
-    if args.rounds < 1 or args.images_per_class < 1 or args.served_epochs < 1:
-        p.error("--rounds, --images-per-class and --served-epochs must be at least 1")
+    options.check_counts(p, args, {"--served-epochs": args.served_epochs})
     sha = git("rev-parse", "--verify", f"{args.baseline}^{{commit}}")[:7]
     head = git("rev-parse", "--short=7", "HEAD")
     dirty = git("status", "--porcelain", "--", "fast_tfds", DATASET)

@@ -69,6 +69,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from benchmarks import options
 from benchmarks.data import REPO_ROOT, sample_data_dir
 
 PIPELINES = ("article", "as_fast_dataset", "as_fast_loader")
@@ -328,9 +329,9 @@ def array_record_dir(workdir: Path, images_per_class: int) -> Path:
 
 def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images-per-class", type=int, default=300)
+    options.add_images_per_class(parser, 300)
     parser.add_argument("--latencies", default="0,20,50", help="ms added per request")
-    parser.add_argument("--rounds", type=int, default=1)
+    options.add_rounds(parser, 1)
     parser.add_argument("--workdir", default="fast_tfds_bench")
     parser.add_argument(
         "--store",
@@ -398,8 +399,9 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
         for p in ("as_fast_dataset", "as_fast_loader"):
             pipelines.insert(pipelines.index(p) + 1, f"{p}@base")
     latencies = [int(ms) for ms in args.latencies.split(",")]
-    if args.rounds < 1 or any(ms < 0 for ms in latencies):
-        parser.error("--rounds must be at least 1 and --latencies at least 0")
+    options.check_counts(parser, args)
+    if any(ms < 0 for ms in latencies):
+        parser.error(f"--latencies={args.latencies}: must be at least 0")
 
     sys.path.insert(0, str(REPO_ROOT))
     from tests.bucket.emulated import Bucket

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import fast_tfds
+from benchmarks import options
 
 BATCH = 32  # as in every other row (baselines.BATCH_SIZE, which would import TensorFlow)
 TORCH_WORKERS = 2
@@ -275,6 +276,7 @@ class ImageFolderLike:
 
 def run(inputs: LoaderInputs, pipelines: list, rounds: int) -> dict:
     """{name: summary} of every pipeline, measured in interleaved rounds after a warm-up."""
+    from benchmarks.memory import frozen_heap
     from benchmarks.stream import measure_once, summarize
 
     images = inputs.builders["224"].info.splits[inputs.split].num_examples
@@ -284,12 +286,13 @@ def run(inputs: LoaderInputs, pipelines: list, rounds: int) -> dict:
         next(iterator)
         del iterator
     raw: dict[str, list[dict]] = {p.name: [] for p in pipelines}
-    for round_index in range(rounds):
-        for p in pipelines:
-            result = measure_once(p, functools.partial(inputs.make, p))
-            raw[p.name].append(result)
-            rates = "  ".join(f"{e['images_per_s']:8.0f}/s" for e in result["epochs"])
-            print(f"  round {round_index + 1}  {p.name:<34} {rates}", flush=True)
+    with frozen_heap():  # as in `stream.run`: each row's collections walk what it made
+        for round_index in range(rounds):
+            for p in pipelines:
+                result = measure_once(p, functools.partial(inputs.make, p))
+                raw[p.name].append(result)
+                rates = "  ".join(f"{e['images_per_s']:8.0f}/s" for e in result["epochs"])
+                print(f"  round {round_index + 1}  {p.name:<34} {rates}", flush=True)
     out = {}
     for p in pipelines:
         counts = {e["images"] for r in raw[p.name] for e in r["epochs"]}
@@ -347,10 +350,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--dataset", default="cats_vs_dogs_fast")
     p.add_argument("--split", default="train")
-    p.add_argument("--rounds", type=int, default=3)
+    options.add_rounds(p, 3)
     p.add_argument("--workdir", default="fast_tfds_bench", help="where the JPEGs are extracted")
     p.add_argument("--json", help="write the rounds and summaries here")
     args = p.parse_args(argv)
+    options.check_counts(p, args)
     import importlib
 
     from benchmarks.data import load_builders

@@ -26,6 +26,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from benchmarks import options
 from benchmarks import report as bench_report
 from benchmarks.data import DATASETS, DEFAULT_IMAGES_PER_CLASS, DEFAULT_WORKDIR, load_builders
 
@@ -47,18 +48,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(default: a generated sample in --workdir)",
     )
     p.add_argument("--split", default="train", help="a whole split (default: train)")
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        help="size of the generated sample: photos per class (cats_vs_dogs_fast, default "
+    options.add_images_per_class(
+        p,
+        None,
+        "size of the generated sample: photos per class (cats_vs_dogs_fast, default "
         f"{DEFAULT_IMAGES_PER_CLASS['cats_vs_dogs_fast']}) or per breed "
         f"(stanford_dogs_tfrecord, default {DEFAULT_IMAGES_PER_CLASS['stanford_dogs_tfrecord']},"
         " 60%% of them in train)",
     )
     p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="samples and results")
-    p.add_argument(
-        "--rounds", type=int, help=f"interleaved rounds (default {DEFAULT_ROUNDS}; 1 with --quick)"
-    )
+    options.add_rounds(p, None, f"interleaved rounds (default {DEFAULT_ROUNDS}; 1 with --quick)")
     p.add_argument(
         "--quick",
         action="store_true",
@@ -105,13 +104,9 @@ def sample_size(args: argparse.Namespace) -> int:
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    positive = {"--rounds": args.rounds, "--steps": args.steps, "--batch-size": args.batch_size}
+    positive = {"--steps": args.steps, "--batch-size": args.batch_size}
     positive["--warmup-steps"] = args.warmup_steps  # >= 1: the trace is never timed
-    if args.images_per_class is not None:
-        positive["--images-per-class"] = args.images_per_class
-    for flag, value in positive.items():
-        if value < 1:
-            parser.error(f"{flag}={value}: must be at least 1")
+    options.check_counts(parser, args, positive)
     if args.image_size < 32:
         parser.error(f"--image-size={args.image_size}: MobileNetV2 needs at least 32")
     if "[" in args.split:

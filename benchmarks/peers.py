@@ -14,6 +14,7 @@ A peer that cannot be imported by its Python is not run: `peer()` says why in on
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -161,16 +162,9 @@ def peer(python: str | None, module: str, how: str, script: str, args: list[str]
     `how` says how to get it. The script runs from a file in `work`: DALI's conditionals
     read the pipeline's source, which `python -c` does not have."""
     python = python or sys.executable
-    probe = subprocess.run(
-        [python, "-c", f"import {module}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_quiet_env(),
-    )
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return None, f"{module} cannot be imported by {python} ({last}); {how}"
+    missing = _cannot_import(python, module)
+    if missing is not None:
+        return None, f"{module} cannot be imported by {python} ({missing}); {how}"
     path = work / f"peer_{zlib.crc32(script.encode()):08x}.py"
     path.write_text(script)
 
@@ -192,6 +186,22 @@ def peer(python: str | None, module: str, how: str, script: str, args: list[str]
     except (RuntimeError, subprocess.TimeoutExpired) as err:
         return None, f"{python} {module}: {err}"
     return epoch, None
+
+
+@functools.cache
+def _cannot_import(python: str, module: str) -> str | None:
+    """None if `python` imports `module`, else the last line of its error: asked once per
+    process (the three DALI rows share one answer)."""
+    probe = subprocess.run(
+        [python, "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_quiet_env(),
+    )
+    if probe.returncode == 0:
+        return None
+    return (probe.stderr.strip().splitlines() or ["?"])[-1]
 
 
 def _quiet_env() -> dict:

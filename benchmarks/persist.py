@@ -35,6 +35,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from benchmarks import options
 from benchmarks.data import REPO_ROOT, sample_data_dir
 
 BATCH = 64
@@ -166,8 +167,8 @@ def concurrent_readers(data_dir, cache, arena: Path, count: int = 4) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images-per-class", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
+    options.add_images_per_class(parser, 300)
+    options.add_rounds(parser, 3)
     parser.add_argument("--workdir", default="fast_tfds_bench")
     parser.add_argument(
         "--warm-up",
@@ -181,6 +182,7 @@ def main(argv=None) -> None:
         "flip): the picture cache at its cache resolution instead of the 224 arena",
     )
     args = parser.parse_args(argv)
+    options.check_counts(parser, args)
     WARM[0] = "1" if args.warm_up else "0"
     AUGMENT[0] = "1" if args.augment else "0"
     data_dir = sample_data_dir("cats_vs_dogs_fast", Path(args.workdir), args.images_per_class)

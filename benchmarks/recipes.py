@@ -59,7 +59,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import data, peers
+from benchmarks import data, options, peers
 from benchmarks.sizes import (
     BATCH,
     Clock,
@@ -70,7 +70,6 @@ from benchmarks.sizes import (
     _in_memory,
     _jpegs_in_memory,
     _mapped,
-    check_counts,
     count_errors,
     default_out,
     run,
@@ -582,13 +581,8 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        default=DEFAULT_IMAGES_PER_CLASS,
-        help=f"size of the generated sample (default {DEFAULT_IMAGES_PER_CLASS})",
-    )
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"(default {DEFAULT_ROUNDS})")
+    options.add_images_per_class(p, DEFAULT_IMAGES_PER_CLASS)
+    options.add_rounds(p, DEFAULT_ROUNDS)
     p.add_argument("--quick", action="store_true", help="150 images per class, 2 rounds")
     p.add_argument("--workdir", default=str(data.DEFAULT_WORKDIR), help="where the sample is")
     p.add_argument("--data-dir", help=f"a TFDS data dir with {DATASET} built in 224 and original")
@@ -615,7 +609,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.images_per_class, args.rounds = 150, 2
-    check_counts(p, args)
+    options.check_counts(p, args)
     return args
 
 

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import data
+from benchmarks import data, options
 
 DATASET = "cats_vs_dogs_fast"
 SIZES = (160, 224, 384)
@@ -125,16 +125,6 @@ def tuned_by(autotune: bool):
     options = tf.data.Options()
     options.autotune.enabled = False
     return lambda ds: ds.with_options(options)
-
-
-def check_counts(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--rounds and --images-per-class of at least 1, else the parser's one-line error."""
-    for flag, value in {
-        "--rounds": args.rounds,
-        "--images-per-class": args.images_per_class,
-    }.items():
-        if value < 1:
-            p.error(f"{flag}={value}: must be at least 1")
 
 
 def sample_dir(args: argparse.Namespace) -> Path:
@@ -335,13 +325,17 @@ def _epochs(ds):
 
 def run(rows: dict[str, Row], rounds: int) -> tuple[dict, dict]:
     """(warm-up epochs, timed epochs): every row once untimed (page cache, tracing),
-    then `rounds` interleaved rounds. A fill row comes before its served row."""
-    warmup = {name: _measure(row) for name, row in rows.items()}
-    timed = {name: [] for name in rows}
-    for r in range(rounds):
-        print(f"Round {r + 1} of {rounds} ...", flush=True)
-        for name, row in rows.items():
-            timed[name].append(_measure(row))
+    then `rounds` interleaved rounds. A fill row comes before its served row. The rows and
+    the modules are set aside from the collector meanwhile (`memory.frozen_heap`)."""
+    from benchmarks.memory import frozen_heap
+
+    with frozen_heap():
+        warmup = {name: _measure(row) for name, row in rows.items()}
+        timed = {name: [] for name in rows}
+        for r in range(rounds):
+            print(f"Round {r + 1} of {rounds} ...", flush=True)
+            for name, row in rows.items():
+                timed[name].append(_measure(row))
     return warmup, timed
 
 
@@ -424,13 +418,8 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--images-per-class",
-        type=int,
-        default=DEFAULT_IMAGES_PER_CLASS,
-        help=f"size of the generated sample (default {DEFAULT_IMAGES_PER_CLASS})",
-    )
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"(default {DEFAULT_ROUNDS})")
+    options.add_images_per_class(p, DEFAULT_IMAGES_PER_CLASS)
+    options.add_rounds(p, DEFAULT_ROUNDS)
     p.add_argument("--workdir", default=str(data.DEFAULT_WORKDIR), help="where the sample is")
     p.add_argument(
         "--data-dir",
@@ -456,7 +445,7 @@ def parse_args(argv: list[str] | None, prog: str) -> argparse.Namespace:
         help="where to write the JSON (default: benchmarks/results/bench-sizes-DATE.json)",
     )
     args = p.parse_args(argv)
-    check_counts(p, args)
+    options.check_counts(p, args)
     return args
 
 

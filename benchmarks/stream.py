@@ -21,7 +21,14 @@ from tqdm import tqdm
 
 import fast_tfds
 from benchmarks import baselines
-from benchmarks.memory import MiB, PeakRss, anonymous_in_use, release_memory, rss
+from benchmarks.memory import (
+    MiB,
+    PeakRss,
+    anonymous_in_use,
+    frozen_heap,
+    release_memory,
+    rss,
+)
 
 SIZE = (224, 224)
 UINT8_BYTES_PER_IMAGE = 224 * 224 * 3
@@ -266,16 +273,20 @@ def run(pipelines: list[Pipeline], inputs: Inputs, rounds: int) -> dict[str, lis
     if any(p.group == "reference" for p in pipelines):
         print("Decoding them once for the in-memory reference ...", flush=True)
         inputs.decoded_224  # noqa: B018  (made now, not inside a timed row)
-    warm_up(pipelines, inputs)
     results: dict[str, list[dict]] = {p.name: [] for p in pipelines}
-    with tqdm(total=rounds * len(pipelines), desc="Measuring", unit="run") as bar:
-        for round_index in range(rounds):
-            for p in pipelines:
-                bar.set_postfix_str(f"round {round_index + 1}/{rounds}: {p.name}")
-                result = measure_once(p, functools.partial(inputs.make, p))
-                results[p.name].append(result)
-                bar.write(_progress_line(round_index, p, result))
-                bar.update()
+    # The inputs and the modules, alive for the whole run, set aside from the collections
+    # before and after each row (`release_memory`): they would take most of a small
+    # sample's run.
+    with frozen_heap():
+        warm_up(pipelines, inputs)
+        with tqdm(total=rounds * len(pipelines), desc="Measuring", unit="run") as bar:
+            for round_index in range(rounds):
+                for p in pipelines:
+                    bar.set_postfix_str(f"round {round_index + 1}/{rounds}: {p.name}")
+                    result = measure_once(p, functools.partial(inputs.make, p))
+                    results[p.name].append(result)
+                    bar.write(_progress_line(round_index, p, result))
+                    bar.update()
     return results
 
 

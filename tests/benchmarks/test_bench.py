@@ -18,16 +18,21 @@ from benchmarks import memory as bench_memory
 from benchmarks import report
 from benchmarks import stream as bench_stream
 from benchmarks import train as bench_train
+from tests.helpers import shared_folder
 
 
 @pytest.fixture(scope="module")
 def stream_run(cats_data_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench")
+    """One run for the whole test run, whichever xdist workers this module's tests go to."""
+
+    def run(out):
+        bench.main(
+            ["--data-dir", str(cats_data_dir), "--rounds", "1", "--workdir", str(out)]
+            + ["--json", str(out / "a.json"), "--chart", str(out / "a.png")]
+        )
+
+    out = shared_folder(tmp_path_factory, "stream_run", run)
     paths = out / "a.json", out / "a.png"
-    bench.main(
-        ["--data-dir", str(cats_data_dir), "--rounds", "1", "--workdir", str(out)]
-        + ["--json", str(paths[0]), "--chart", str(paths[1])]
-    )
     return json.loads(paths[0].read_text()), *paths
 
 

@@ -12,21 +12,25 @@ import pytest
 import tensorflow_datasets as tfds
 
 from benchmarks import loaders
+from tests.helpers import shared_folder
 
 
 @pytest.fixture(scope="module")
 def loaders_run(cats_builder, tmp_path_factory):
-    """(result, version folder, workdir) of one round of the loader rows."""
-    workdir = tmp_path_factory.mktemp("loaders")
-    data_dir = workdir / "data"
-    folder = data_dir / "cats_vs_dogs_fast" / "224" / "1.0.0"
-    shutil.copytree(cats_builder.data_dir, folder)  # the rows add ArrayRecord files to it
-    out = workdir / "loaders.json"
-    loaders.main(
-        ["--data-dir", str(data_dir), "--rounds", "1", "--workdir", str(workdir)]
-        + ["--json", str(out)]
-    )
-    return json.loads(out.read_text()), folder, workdir
+    """(result, version folder, workdir) of one round of the loader rows, run once for the
+    whole test run, whichever xdist workers this module's tests go to."""
+
+    def run(workdir):
+        folder = workdir / "data" / "cats_vs_dogs_fast" / "224" / "1.0.0"
+        shutil.copytree(cats_builder.data_dir, folder)  # the rows add ArrayRecord files to it
+        loaders.main(
+            ["--data-dir", str(workdir / "data"), "--rounds", "1", "--workdir", str(workdir)]
+            + ["--json", str(workdir / "loaders.json")]
+        )
+
+    workdir = shared_folder(tmp_path_factory, "loaders_run", run)
+    folder = workdir / "data" / "cats_vs_dogs_fast" / "224" / "1.0.0"
+    return json.loads((workdir / "loaders.json").read_text()), folder, workdir
 
 
 def test_the_loader_rows_count_every_image(loaders_run, cats_builder):

@@ -9,16 +9,23 @@ import pytest
 
 from benchmarks import main as bench
 from benchmarks import recipes
+from tests.helpers import shared_folder
 
 
 @pytest.fixture(scope="module")
 def recipes_run(cats_every_config_both_formats_dir, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("recipes")
-    data_dir = tmp / "data"
-    shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
-    out = tmp / "recipes.json"
-    bench.main(["recipes", "--data-dir", str(data_dir), "--rounds", "1", "--out", str(out)])
-    return json.loads(out.read_text())
+    """One run of the benchmark for the whole test run: xdist hands this module's tests to
+    both workers, and each would otherwise run it (`shared_folder`)."""
+
+    def run(tmp):
+        data_dir = tmp / "data"
+        shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
+        out = tmp / "recipes.json"
+        bench.main(["recipes", "--data-dir", str(data_dir), "--rounds", "1", "--out", str(out)])
+
+    return json.loads(
+        (shared_folder(tmp_path_factory, "recipes_run", run) / "recipes.json").read_text()
+    )
 
 
 def test_every_row_that_ran_counts_every_image(recipes_run, cats_builder):

@@ -11,20 +11,25 @@ import pytest
 
 from benchmarks import main as bench
 from benchmarks import sizes
+from tests.helpers import shared_folder
 
 
 @pytest.fixture(scope="module")
 def sizes_run_and_table(cats_every_config_both_formats_dir, tmp_path_factory):
-    """(result, printed output) of two rounds of every row."""
-    tmp = tmp_path_factory.mktemp("sizes")
-    data_dir = tmp / "data"
-    shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
-    out = tmp / "sizes.json"
-    argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "2", "--out", str(out)]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        bench.main([*argv, "--cache-dir", str(tmp)])
-    return json.loads(out.read_text()), printed.getvalue()
+    """(result, printed output) of one round of every row (after its warm-up epoch): what
+    every row proves runs in one; `summarize` over several rounds is checked on its own."""
+
+    def run(tmp):  # once for the whole test run, whichever workers the tests go to
+        data_dir = tmp / "data"
+        shutil.copytree(cats_every_config_both_formats_dir, data_dir)  # with the loader's files
+        argv = ["sizes", "--data-dir", str(data_dir), "--rounds", "1"]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            bench.main([*argv, "--out", str(tmp / "sizes.json"), "--cache-dir", str(tmp)])
+        (tmp / "printed.txt").write_text(printed.getvalue())
+
+    tmp = shared_folder(tmp_path_factory, "sizes_run", run)
+    return json.loads((tmp / "sizes.json").read_text()), (tmp / "printed.txt").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def test_every_row_counts_every_image_of_every_epoch(sizes_run, cats_builder):
     names |= {"original->224 ours, disk cache served"}
     assert set(rows) == set(result["warmup"]) == names
     for name, epochs in rows.items():
-        assert [e["images"] for e in epochs] == [expected, expected], name
+        assert [e["images"] for e in epochs] == [expected] * result["rounds"], name
         assert all(e["seconds"] > 0 and e["cpu_seconds"] >= 0 for e in epochs), name
         assert result["warmup"][name]["images"] == expected, name
     assert result["images_per_epoch"] == expected
@@ -53,10 +58,10 @@ def test_every_row_counts_every_image_of_every_epoch(sizes_run, cats_builder):
 
 
 def test_the_disk_rows_had_their_cache_on_disk(sizes_run):
-    # Each fill (warm-up and 2 rounds) left a filled cache file in the cache folder.
+    # Each fill (warm-up and every round) left a filled cache file in the cache folder.
     arena_bytes = sizes_run["images_per_epoch"] * 224 * 224 * 3
     fills = sizes_run["disk_cache_bytes_after_fill"]
-    assert len(fills) == 3
+    assert len(fills) == 1 + sizes_run["rounds"]
     assert all(sum(files) >= arena_bytes for files in fills), fills
 
 
@@ -82,12 +87,29 @@ def test_ratios_are_taken_against_the_reference_rows(sizes_run):
     for name, s in summary.items():
         assert s["min"] <= s["median"] <= s["max"], name
         for reference, ratio in s.get("ratios", {}).items():
-            # The median of two rounds' ratios: their mean.
-            per_round = [
-                (e["images"] / e["seconds"]) / (r["images"] / r["seconds"])
-                for e, r in zip(epochs[name], epochs[reference], strict=True)
-            ]
-            assert ratio["median"] == pytest.approx(sum(per_round) / 2), (name, reference)
+            # The run's one round: its ratio is that round's.
+            ((e, r),) = zip(epochs[name], epochs[reference], strict=True)
+            per_round = (e["images"] / e["seconds"]) / (r["images"] / r["seconds"])
+            assert ratio["median"] == pytest.approx(per_round), (name, reference)
+
+
+def test_ratios_are_the_median_of_the_per_round_ratios():
+    # summarize over rounds, on epochs whose rates are known: the ratio of each round is
+    # taken first (not the ratio of the median rates), then their median, min and max.
+    def epochs(*rates):
+        return [{"images": 40, "seconds": 40 / rate, "cpu_seconds": 0.5} for rate in rates]
+
+    rows = {"reference": sizes.Row(lambda: {}), "row": sizes.Row(lambda: {}, ("reference",))}
+    timed = {"reference": epochs(100, 200, 400), "row": epochs(300, 200, 200)}
+    summary = sizes.summarize(rows, timed)
+    assert summary["row"]["vs"] == "reference" and "vs" not in summary["reference"]
+    assert summary["row"]["median"] == pytest.approx(200) and summary["row"]["max"] == 300
+    ratio = summary["row"]["ratios"]["reference"]
+    assert ratio == pytest.approx({"median": 1.0, "min": 0.5, "max": 3.0})
+    assert summary["row"]["ratio"] == ratio
+    # Two rounds: the median of their ratios is their mean.
+    two = sizes.summarize(rows, {name: e[:2] for name, e in timed.items()})
+    assert two["row"]["ratio"]["median"] == pytest.approx((3.0 + 1.0) / 2)
 
 
 def test_the_printed_table_names_each_ratios_reference(sizes_run_and_table):
