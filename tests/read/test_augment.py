@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import os
 import shutil
-import time
 
 import numpy as np
 import pytest
@@ -37,6 +36,7 @@ from stanford_dogs_tfrecord import crops
 from tests.loader import conftest as loader_fixtures
 from tests.reading import conftest as reading_fixtures
 from tests.reading.augmented import JITTER, STRONG, expected_images
+from tests.reading.backends import persisted
 
 # The loader tests' ArrayRecord build (Stanford Dogs' TFRecord build is tests/conftest.py's).
 cats_array_record_dir = loader_fixtures.cats_array_record_dir
@@ -529,10 +529,7 @@ def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     options = {"as_supervised": True, "cache": True, "persist": True, "cache_dir": cache}
     for _ in read(cats_data_dir, augment=Augment(), **options):
         pass
-    deadline = time.monotonic() + 120
-    while not [f for f in found() if f.spent is None]:  # complete, not a fill's file
-        assert time.monotonic() < deadline, "the file was not written"
-        time.sleep(0.1)
+    persisted(cache)  # complete, not a fill's file
     calls = collections.Counter()
     decode = jpeg_blocks.decode_resized_into
 
@@ -560,7 +557,6 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     pytest.importorskip("grain")
     import json
 
-    from fast_tfds.cache import housekeeping, persistent_format
     from fast_tfds.cache.persistent_format import read_header
 
     common = {
@@ -582,12 +578,7 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
         pass
     keys = []
     for folder in ("tf", "grain"):
-        deadline = time.monotonic() + 120
-        persistent = persistent_format.PERSISTENT
-        while not (found := housekeeping.find(tmp_path / folder, persistent)) or found[0].spent:
-            assert time.monotonic() < deadline, "the file was not written"
-            time.sleep(0.1)
-        fd = os.open(found[0].where, os.O_RDONLY)
+        fd = os.open(persisted(tmp_path / folder).where, os.O_RDONLY)
         keys.append(read_header(fd).layout.key)
         os.close(fd)
     tf_key, grain_key = keys
