@@ -1,16 +1,16 @@
-"""The loader with `augment=` and `cache=True`: every example once per epoch with its own
-window from (seed, epoch, example), the same with and without the cache, new windows
-every epoch, exact resumption, and Stanford Dogs' crops inside the box."""
+"""The loader's own with `augment=` and `cache=True`: exact resumption from a saved state,
+fills completed later, the cache's resolution, one-line errors, persisted shards and
+Stanford Dogs' crops inside the box. What both back ends promise (every example once per
+epoch with its own window, the stronger recipes, new windows every epoch, each host's
+share) is tests/reading/test_augment.py's."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import json
 import re
 
-import grain
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,12 +19,18 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
-from fast_tfds.augment import kernels, recipe, windows
+from fast_tfds.augment import kernels, windows
 from fast_tfds.cache import persistent
 from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
 from tests.augment import test_spec
+from tests.pairs import digest
+from tests.reading import conftest as reading_fixtures
+from tests.reading.augmented import JITTER, expected_images, grain_order
+
+# The split's examples by index, with their stored pixels (shared with tests/reading/).
+cats_split = reading_fixtures.cats_split
 
 
 def stored_jpegs(name: str, data_dir):
@@ -43,7 +49,6 @@ def tensorflows_pixels(jpeg: bytes) -> np.ndarray:
 
 
 BATCH = 6
-JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
 
 
 def cats_loader(data_dir, **options):
@@ -51,143 +56,6 @@ def cats_loader(data_dir, **options):
     return cats_vs_dogs_fast.as_fast_loader(
         "train", data_dir=data_dir, download_and_prepare=False, **options
     )
-
-
-def digest(image: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def cats_split(cats_array_record_dir):
-    """Per example index of the split: its stored pixels (as TensorFlow decodes them)
-    and its label."""
-    source = stored_jpegs("cats_vs_dogs_fast", cats_array_record_dir)
-    return [tensorflows_pixels(ex["image"]) for ex in source], [int(ex["label"]) for ex in source]
-
-
-def grain_order(n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)) -> list[int]:
-    """The example indices of one epoch of a shard as Grain's own shuffle orders them."""
-    ds = grain.MapDataset.range(n)[shard[0] :: shard[1]]
-    size = len(ds)
-    ds = ds.shuffle(seed=seed).repeat()
-    return [ds[epoch * size + k] for k in range(size)]
-
-
-def expected_epoch(augment, seed, epoch, split, shard=(0, 1), cache=True, order=None):
-    """What an augmented epoch must be: Grain's order (or `order`, the example indices
-    in turn), each example cut with its window.
-
-    The batch kernel (the cache's path) jitters a crop smaller than the output before
-    resizing it; decoding each JPEG (cache=False) jitters the decoder's output."""
-    pixels, labels = split
-    if order is None:
-        order = grain_order(len(labels), seed, epoch, shard)
-    out = []
-    for start in range(0, len(order), BATCH):
-        indices = order[start : start + BATCH]
-        n = len(indices)
-        drawn = windows.sample(augment, seed, epoch, indices, [224] * n, [224] * n)
-        cut = drawn
-        if not cache:
-            ones = np.ones(n, np.float32)
-            cut = dataclasses.replace(
-                drawn, brightness=ones, contrast=ones, saturation=ones, hue=0 * ones
-            )
-        expected = kernels.apply_into(
-            [pixels[i] for i in indices], cut, np.zeros((n, 224, 224, 3), np.uint8)
-        )
-        if not cache:
-            unflipped = dataclasses.replace(drawn, flip=np.zeros(n, bool))
-            for i in range(n):
-                kernels.finish_into(expected[i], unflipped, i)
-        out.append((expected, [labels[i] for i in indices], indices))
-    return out
-
-
-@pytest.mark.parametrize("cache", [False, True])
-@pytest.mark.parametrize(
-    "augment", [Augment(), JITTER, Augment.eval()], ids=["rrc", "jitter", "center"]
-)
-def test_every_example_once_per_epoch_with_its_own_window(
-    cats_array_record_dir, cats_split, augment, cache
-):
-    loader = cats_loader(cats_array_record_dir, augment=augment, cache=cache)
-    _, labels = cats_split
-    for epoch in range(3):
-        expected = expected_epoch(augment, loader.seed, epoch, cats_split, cache=cache)
-        got = list(loader)
-        assert len(got) == len(expected) == len(loader)
-        seen = []
-        for (images, batch_labels), (want, want_labels, indices) in zip(got, expected, strict=True):
-            assert images.dtype == np.uint8 and batch_labels.dtype == np.int64
-            assert batch_labels.tolist() == want_labels
-            # 224 stored, crops at most 224: the cache holds the stored pixels, and
-            # both paths cut the same window with the same filter: equal pixels.
-            np.testing.assert_array_equal(images, want)
-            seen += indices
-        assert sorted(seen) == list(range(len(labels)))  # every example once
-    if cache:
-        assert loader.cache.pictures.images.filled
-        assert loader.cache_bytes == len(labels) * 224 * 224 * 3
-
-
-@pytest.mark.parametrize("cache", [False, True])
-@pytest.mark.parametrize("shard_index", [0, 1])
-def test_each_shard_draws_the_windows_of_its_own_examples(
-    cats_array_record_dir, cats_split, shard_index, cache
-):
-    loader = cats_loader(
-        cats_array_record_dir,
-        augment=Augment(),
-        shard_index=shard_index,
-        shard_count=2,
-        cache=cache,
-    )
-    for epoch in range(2):
-        expected = expected_epoch(Augment(), loader.seed, epoch, cats_split, (shard_index, 2))
-        got = list(loader)
-        assert len(got) == len(expected)
-        for (images, labels), (want, want_labels, indices) in zip(got, expected, strict=True):
-            assert all(i % 2 == shard_index for i in indices)
-            assert labels.tolist() == want_labels
-            np.testing.assert_array_equal(images, want)
-
-
-# Rotation, TrivialAugmentWide and random erasing: the warp kernel (`recipe`).
-STRONG = Augment(rotate=15, auto_augment="trivial_augment_wide", erase=0.25)
-
-
-@pytest.mark.parametrize("cache", [False, True])
-def test_strong_recipes_every_example_once_per_epoch_with_its_own_draws(
-    cats_array_record_dir, cats_split, cache
-):
-    # 224 stored and read at 224: both paths run the warp kernel on the stored pixels
-    # (the cache holds them, the decoder decodes them whole) with each example's draws.
-    pixels, labels = cats_split
-    loader = cats_loader(cats_array_record_dir, augment=STRONG, cache=cache)
-    epochs = []
-    for epoch in range(2):
-        order = grain_order(len(labels), loader.seed, epoch)
-        got = list(loader)
-        assert len(got) == len(loader)
-        for k, (images, batch_labels) in enumerate(got):
-            indices = order[k * BATCH : (k + 1) * BATCH]
-            assert batch_labels.tolist() == [labels[i] for i in indices]
-            want = recipe.apply_into(
-                [pixels[i] for i in indices],
-                recipe.of(STRONG),
-                loader.seed,
-                epoch,
-                indices,
-                np.zeros((len(indices), 224, 224, 3), np.uint8),
-            )
-            np.testing.assert_array_equal(images, want)
-        assert sorted(order) == list(range(len(labels)))  # every example once
-        epochs.append(np.concatenate([images for images, _ in got]))
-    other = cats_loader(cats_array_record_dir, augment=STRONG, cache=cache, seed=4)
-    assert epochs[0].shape == epochs[1].shape
-    for different in (epochs[1], np.concatenate([images for images, _ in other])):
-        assert sum(np.array_equal(a, b) for a, b in zip(epochs[0], different, strict=True)) <= 1
 
 
 def test_a_state_saved_before_the_stronger_fields_still_resumes(cats_array_record_dir):
@@ -203,22 +71,6 @@ def test_a_state_saved_before_the_stronger_fields_still_resumes(cats_array_recor
     rotated = iter(cats_loader(cats_array_record_dir, augment=Augment(rotate=15)))
     with pytest.raises(ValueError, match="different loader.*augment.*rotate=15.0"):
         rotated.set_state(state)
-
-
-def test_windows_change_every_epoch_and_with_the_seed(cats_array_record_dir):
-    augment = Augment()
-    loader = cats_loader(cats_array_record_dir, augment=augment, shuffle=False)
-    first, second = np.concatenate([b[0] for b in loader]), np.concatenate([b[0] for b in loader])
-    again = np.concatenate(
-        [b[0] for b in cats_loader(cats_array_record_dir, augment=augment, shuffle=False)]
-    )
-    other = np.concatenate(
-        [b[0] for b in cats_loader(cats_array_record_dir, augment=augment, shuffle=False, seed=4)]
-    )
-    assert np.array_equal(first, again)
-    for different in (second, other):
-        same = [np.array_equal(a, b) for a, b in zip(first, different, strict=True)]
-        assert sum(same) <= 1
 
 
 @pytest.mark.parametrize("config, size", [("224", 224), ("original", 96)])
@@ -263,9 +115,15 @@ def test_a_fill_stopped_half_way_is_completed_later(cats_array_record_dir, cats_
     written = int(loader.cache.pictures.images.written.sum())
     assert 0 < written < loader.num_examples
     # The dropped iterator completed no pass: the next iter() is epoch 0 again.
-    expected = expected_epoch(Augment(), loader.seed, 0, cats_split)
-    for (images, _), (want, _, _) in zip(loader, expected, strict=True):
-        np.testing.assert_array_equal(images, want)
+    pictures = [ex.pixels for ex in cats_split]
+    order = grain_order(len(pictures), loader.seed, 0)
+    got = list(loader)
+    assert len(got) == -(-len(order) // BATCH)
+    for k, (images, _) in enumerate(got):
+        indices = order[k * BATCH : (k + 1) * BATCH]
+        np.testing.assert_array_equal(
+            images, expected_images(Augment(), loader.seed, 0, indices, pictures)
+        )
     assert loader.cache.pictures.images.filled
 
 

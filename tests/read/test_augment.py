@@ -1,11 +1,14 @@
-"""The tf.data reader with `augment=`: every example once per epoch with the window,
-flip and jitter drawn from (seed, epoch, example index), with and without the cache
-and on the disk arena; epochs new, seeds repeatable; cached epochs never decode; the
-same pixels as the Grain loader; Stanford Dogs' crops inside the box; one-line errors.
+"""tf.data's own with `augment=`: slices numbered from their start, the plans chosen, a
+seed drawn when none is given, cached epochs that never decode, crops through a cache at
+another resolution, the center crop against TensorFlow's, the same pixels as the Grain
+loader, Stanford Dogs' crops inside the box, exact cardinality, progressive sizes, caches
+on disk and persisted, one-line errors. What both back ends promise (every example once
+per epoch with its own window, the stronger recipes, new windows every epoch, each
+input pipeline's share) is tests/reading/test_augment.py's.
 
 Examples are identified by (label, filename) against TFDS's own reader; expected
 pixels are computed independently from TensorFlow's decode of the stored JPEG, the
-windows of `fast_tfds.augment.windows` and its kernel.
+windows of `fast_tfds.augment.windows` and its kernel (tests/reading/augmented.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import collections
 import dataclasses
 import os
 import shutil
-import time
 
 import numpy as np
 import pytest
@@ -24,7 +26,7 @@ import tensorflow_datasets as tfds
 import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment, ProgressiveResize
-from fast_tfds.augment import kernels, recipe, windows
+from fast_tfds.augment import kernels, windows
 from fast_tfds.cache import disk_rows
 from fast_tfds.cache import pictures as ragged
 from fast_tfds.core import jpeg_blocks
@@ -32,13 +34,17 @@ from fast_tfds.read import cached, plans
 from fast_tfds.read.split_reading import Reading
 from stanford_dogs_tfrecord import crops
 from tests.loader import conftest as loader_fixtures
+from tests.reading import conftest as reading_fixtures
+from tests.reading.augmented import JITTER, STRONG, expected_images
+from tests.reading.backends import persisted
 
 # The loader tests' ArrayRecord build (Stanford Dogs' TFRecord build is tests/conftest.py's).
 cats_array_record_dir = loader_fixtures.cats_array_record_dir
 stanford_array_record_dir = loader_fixtures.stanford_array_record_dir
+# The split's examples by index, with their stored pixels (shared with tests/reading/).
+cats_split = reading_fixtures.cats_split
 
 BATCH = 8
-JITTER = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
 # Epochs 0, 1, 2, 3...: 96, 128, 160, 160 px.
 PROGRESSIVE = ProgressiveResize(start=96, end=160, start_epoch=0, end_epoch=2, step=32)
 SEED = 3
@@ -71,15 +77,6 @@ def split_examples(data_dir, name="cats_vs_dogs_fast", config="224") -> list[dic
     return list(ds.as_numpy_iterator())
 
 
-@pytest.fixture(scope="module")
-def cats_split(cats_data_dir):
-    """Per example index: (filename, label, TensorFlow's pixels) of config 224."""
-    return [
-        (ex["image/filename"].decode(), int(ex["label"]), tf.io.decode_jpeg(ex["image"]).numpy())
-        for ex in split_examples(cats_data_dir)
-    ]
-
-
 def one_epoch(ds) -> dict[str, tuple[int, np.ndarray]]:
     """{filename: (label, image)} of one iteration; an example twice is an error."""
     out = {}
@@ -95,63 +92,7 @@ def one_epoch(ds) -> dict[str, tuple[int, np.ndarray]]:
     return out
 
 
-def expected_image(augment, seed, epoch, index, pixels, size=(224, 224), cache=True):
-    """Example `index`'s window of `epoch`, cut out of its full picture by the kernel.
-
-    The kernel (the cache's path) jitters a crop smaller than the output before
-    resizing it; decoding each JPEG (cache=False) jitters the resized picture."""
-    height, width = pixels.shape[:2]
-    drawn = windows.sample(augment, seed, epoch, [index], [height], [width], size)
-    if cache:
-        return kernels.apply_into([pixels], drawn, np.zeros((1, *size, 3), np.uint8))[0]
-    plain = dataclasses.replace(
-        drawn, brightness=np.ones(1), contrast=np.ones(1), saturation=np.ones(1), hue=np.zeros(1)
-    )
-    out = kernels.apply_into([pixels], plain, np.zeros((1, *size, 3), np.uint8))
-    kernels.finish_into(out[0], dataclasses.replace(drawn, flip=np.zeros(1, bool)), 0)
-    return out[0]
-
-
 # Rotation, TrivialAugmentWide and random erasing: the warp kernel (`recipe`).
-STRONG = Augment(rotate=15, auto_augment="trivial_augment_wide", erase=0.25)
-
-
-def expected_strong(augment, seed, epoch, index, pixels, size=(224, 224)):
-    """Example `index` of `epoch` cut out of its full picture by the warp kernel."""
-    out = np.zeros((1, *size, 3), np.uint8)
-    return recipe.apply_into([pixels], recipe.of(augment), seed, epoch, [index], out)[0]
-
-
-CACHES = {"no cache": {"cache": False}, "memory": {"cache": True}, "disk": "disk"}
-
-
-def cache_options(kind, tmp_path) -> dict:
-    if CACHES[kind] == "disk":
-        return {"cache": True, "cache_budget": 1, "cache_dir": tmp_path}
-    return CACHES[kind]
-
-
-@pytest.mark.parametrize("kind", list(CACHES))
-@pytest.mark.parametrize(
-    "augment", [Augment(), JITTER, Augment.eval()], ids=["rrc", "jitter", "center"]
-)
-def test_every_example_once_per_epoch_with_its_own_window(
-    cats_data_dir, cats_split, augment, kind, tmp_path
-):
-    ds = read(cats_data_dir, augment=augment, **cache_options(kind, tmp_path))
-    want = sorted((name, label) for name, label, _ in cats_split)
-    for epoch in range(3):
-        got = one_epoch(ds)
-        assert sorted((name, label) for name, (label, _) in got.items()) == want
-        # 224 stored and read at 224: the cache holds the stored pixels and both paths
-        # cut the same window with the same filter as the kernel: equal pixels.
-        for index, (name, _, pixels) in enumerate(cats_split):
-            image = expected_image(augment, SEED, epoch, index, pixels, cache=kind != "no cache")
-            np.testing.assert_array_equal(got[name][1], image)
-    if kind == "disk":
-        assert list(tmp_path.iterdir()), "the cache's rows went to disk"
-
-
 @pytest.mark.parametrize("cache", [False, True])
 def test_a_slice_numbers_its_examples_from_its_own_start(cats_data_dir, cats_split, cache):
     # As the loader does: example i of 'train[25%:]' is its i-th record as read.
@@ -171,29 +112,11 @@ def test_a_slice_numbers_its_examples_from_its_own_start(cats_data_dir, cats_spl
     for epoch in range(2):
         got = one_epoch(ds)
         assert len(got) == len(cats_split) - start
-        for index, (name, _, pixels) in enumerate(cats_split[start:]):
+        pictures = [ex.pixels for ex in cats_split[start:]]
+        for index, (name, _, _) in enumerate(cats_split[start:]):
             np.testing.assert_array_equal(
-                got[name][1], expected_image(Augment(), SEED, epoch, index, pixels)
+                got[name][1], expected_images(Augment(), SEED, epoch, [index], pictures)[0]
             )
-
-
-@pytest.mark.parametrize("cache", [False, True])
-def test_input_pipelines_keep_the_split_s_example_numbers(cats_data_dir, cats_split, cache):
-    seen = {}
-    for pipeline in range(2):
-        context = tf.distribute.InputContext(
-            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=1
-        )
-        ds = read(cats_data_dir, cache=cache, input_context=context)
-        epochs = [one_epoch(ds), one_epoch(ds)]
-        assert not seen.keys() & epochs[0].keys()  # the pipelines' shares are disjoint
-        seen.update(epochs[0])
-        for index, (name, _, pixels) in enumerate(cats_split):
-            for epoch, got in enumerate(epochs):
-                if name in got:
-                    want = expected_image(Augment(), SEED, epoch, index, pixels)
-                    np.testing.assert_array_equal(got[name][1], want)
-    assert len(seen) == len(cats_split)
 
 
 def test_the_plans_chosen(cats_data_dir):
@@ -203,46 +126,10 @@ def test_the_plans_chosen(cats_data_dir):
         assert plans.choose_plan(Reading.start(builder, "train", options)) is plan
 
 
-@pytest.mark.parametrize("cache", [False, True])
-def test_strong_recipes_every_example_once_per_epoch_with_its_own_draws(
-    cats_data_dir, cats_split, cache
-):
-    # 224 stored and read at 224: the cache holds the stored pixels and the decoder
-    # decodes them whole (no DCT scale covers a crop at 224), so both paths run the
-    # warp kernel on TensorFlow's pixels with each example's own draws: equal pixels,
-    # whatever the dataset's order (and so the same for the same seed in any run).
-    ds = read(cats_data_dir, augment=STRONG, cache=cache)
-    want = sorted((name, label) for name, label, _ in cats_split)
-    epochs = [one_epoch(ds) for _ in range(2)]
-    for epoch, got in enumerate(epochs):
-        assert sorted((name, label) for name, (label, _) in got.items()) == want
-        for index, (name, _, pixels) in enumerate(cats_split):
-            image = expected_strong(STRONG, SEED, epoch, index, pixels)
-            np.testing.assert_array_equal(got[name][1], image, err_msg=f"{epoch} {name}")
-    other = one_epoch(read(cats_data_dir, augment=STRONG, cache=cache, seed=SEED + 1))
-    first = epochs[0]
-    for different in (epochs[1], other):
-        assert sum(np.array_equal(first[n][1], different[n][1]) for n in first) <= 1
-
-
 def read_options(**changes):
     from fast_tfds.read.options import ReadOptions
 
     return ReadOptions(**changes)
-
-
-@pytest.mark.parametrize("cache", [False, True])
-def test_the_same_seed_repeats_epochs_differ_and_another_seed_differs(cats_data_dir, cache):
-    first_ds, again_ds = read(cats_data_dir, cache=cache), read(cats_data_dir, cache=cache)
-    first, second = one_epoch(first_ds), one_epoch(first_ds)
-    again, again_second = one_epoch(again_ds), one_epoch(again_ds)
-    other = one_epoch(read(cats_data_dir, cache=cache, seed=SEED + 1))
-    for name in first:
-        np.testing.assert_array_equal(first[name][1], again[name][1])
-        np.testing.assert_array_equal(second[name][1], again_second[name][1])
-    for different in (second, other):
-        same = sum(np.array_equal(first[n][1], different[n][1]) for n in first)
-        assert same <= 1, same
 
 
 def test_without_a_seed_one_is_drawn_and_epochs_still_differ(cats_data_dir):
@@ -275,10 +162,11 @@ def test_cached_epochs_never_decode_nor_open_the_shards(
     second = one_epoch(ds)
     assert calls["decode"] == len(cats_split)
     assert first.keys() == second.keys()
-    for index, (name, label, pixels) in enumerate(cats_split):
+    pictures = [ex.pixels for ex in cats_split]
+    for index, (name, label, _) in enumerate(cats_split):
         assert second[name][0] == label
         np.testing.assert_array_equal(
-            second[name][1], expected_image(Augment(), SEED, 1, index, pixels)
+            second[name][1], expected_images(Augment(), SEED, 1, [index], pictures)[0]
         )
     assert sum(np.array_equal(first[n][1], second[n][1]) for n in first) <= 1
 
@@ -541,12 +429,9 @@ def test_float_supervised_output(cats_data_dir):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"augment": "flip"}, r"^augment='flip': must be a fast_tfds\.Augment"),
-        ({"cache_shorter_side": 0}, r"^cache_shorter_side=0: must be a positive integer"),
         ({"image_size": None}, r"^image_size=None: augment= crops and resizes"),
         ({"cache": "/tmp/x"}, r"^cache='/tmp/x': a file cache would freeze"),
         ({"service": "grpc://localhost:5000"}, r"^service='grpc://localhost:5000': augment="),
-        ({"persist": True, "cache": False}, r"^persist=True: keeps the in-memory cache"),
         (
             {"image_size": PROGRESSIVE, "augment": None},
             r"^as_fast_dataset\(image_size=ProgressiveResize\(.*needs augment= with a crop",
@@ -576,8 +461,9 @@ def test_progressive_resizing_gives_each_epoch_its_size(cats_data_dir, cats_spli
         assert sorted((name, label) for name, (label, _) in got.items()) == want
         assert {image.shape for _, image in got.values()} == {(*size, 3)}, epoch
         if cache:
-            for index, (name, _, pixels) in enumerate(cats_split):
-                image = expected_image(Augment(), SEED, epoch, index, pixels, size=size)
+            pictures = [ex.pixels for ex in cats_split]
+            for index, (name, _, _) in enumerate(cats_split):
+                image = expected_images(Augment(), SEED, epoch, [index], pictures, size)[0]
                 np.testing.assert_array_equal(got[name][1], image, err_msg=f"{epoch} {name}")
 
 
@@ -643,10 +529,7 @@ def test_recipes_of_one_cache_resolution_share_a_persistent_file(
     options = {"as_supervised": True, "cache": True, "persist": True, "cache_dir": cache}
     for _ in read(cats_data_dir, augment=Augment(), **options):
         pass
-    deadline = time.monotonic() + 120
-    while not [f for f in found() if f.spent is None]:  # complete, not a fill's file
-        assert time.monotonic() < deadline, "the file was not written"
-        time.sleep(0.1)
+    persisted(cache)  # complete, not a fill's file
     calls = collections.Counter()
     decode = jpeg_blocks.decode_resized_into
 
@@ -674,7 +557,6 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
     pytest.importorskip("grain")
     import json
 
-    from fast_tfds.cache import housekeeping, persistent_format
     from fast_tfds.cache.persistent_format import read_header
 
     common = {
@@ -696,12 +578,7 @@ def test_stanford_dogs_crop_to_box_keys_its_file_alike_in_both_back_ends(
         pass
     keys = []
     for folder in ("tf", "grain"):
-        deadline = time.monotonic() + 120
-        persistent = persistent_format.PERSISTENT
-        while not (found := housekeeping.find(tmp_path / folder, persistent)) or found[0].spent:
-            assert time.monotonic() < deadline, "the file was not written"
-            time.sleep(0.1)
-        fd = os.open(found[0].where, os.O_RDONLY)
+        fd = os.open(persisted(tmp_path / folder).where, os.O_RDONLY)
         keys.append(read_header(fd).layout.key)
         os.close(fd)
     tf_key, grain_key = keys

@@ -20,6 +20,7 @@ from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import persistent
 from fast_tfds.loader.options import LoaderOptions
 from fast_tfds.read.options import ReadOptions
+from tests.reading import backends
 
 # The concepts both back ends have: one name each, in both classes.
 SHARED = (
@@ -182,32 +183,23 @@ def test_repeat_is_num_epochs_with_a_warning_at_the_callers_line():
         ReadOptions(repeat=0)
 
 
-def test_repeat_through_as_fast_dataset_warns_at_the_callers_line(cats_data_dir):
+def test_repeat_through_as_fast_dataset_warns_at_the_callers_line(tf_data):
     with pytest.warns(FutureWarning, match=r"^repeat= is renamed num_epochs=") as caught:
         ds = cats_vs_dogs_fast.as_fast_dataset(
-            "train", data_dir=cats_data_dir, download_and_prepare=False, repeat=True
+            "train", data_dir=tf_data.data_dir, download_and_prepare=False, repeat=True
         )
     assert [w.filename for w in caught if w.category is FutureWarning] == [__file__]
     assert int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY
 
 
-def loader_digest(data_dir, **options) -> str:
+# Both back ends' crops: unshuffled batches of 8 uncached, each example with its index.
+CROPS = dict(batch_size=8, augment=Augment(), with_index=True, cache=False, image_size=64)
+
+
+def loader_digest(loader, **options) -> str:
     """A digest of two epochs' indices and augmented pixels, in order."""
-    loader = cats_vs_dogs_fast.as_fast_loader(
-        "train",
-        data_dir=data_dir,
-        download_and_prepare=False,
-        batch_size=8,
-        num_threads=2,
-        augment=Augment(),
-        with_index=True,
-        num_epochs=2,
-        cache=False,
-        image_size=64,
-        **options,
-    )
     digest = hashlib.sha256()
-    for images, _, indices in loader:
+    for images, _, indices in loader.open(**CROPS, num_epochs=2, **options):
         digest.update(np.ascontiguousarray(indices).tobytes())
         digest.update(np.ascontiguousarray(images).tobytes())
     return digest.hexdigest()[:16]
@@ -224,98 +216,64 @@ PINNED = {
 
 
 @pytest.mark.parametrize("seed", sorted(PINNED))
-def test_a_seed_valid_before_keeps_its_orders_and_crops(cats_array_record_dir, seed):
-    assert loader_digest(cats_array_record_dir, seed=seed) == PINNED[seed]
+def test_a_seed_valid_before_keeps_its_orders_and_crops(loader, seed):
+    assert loader_digest(loader, seed=seed) == PINNED[seed]
+
+
+def by_index(reader) -> dict[int, bytes]:
+    """{index: pixels} of one iteration of `reader`."""
+    batches = map(backends.numpy, reader)
+    return {int(i): im.tobytes() for x, _, k in batches for im, i in zip(x, k, strict=True)}
 
 
 @pytest.mark.parametrize("seed", [-5, 2**32 + 7, 2**64 - 1])
-def test_both_back_ends_cut_the_same_crops_for_any_seed(cats_data_dir, cats_array_record_dir, seed):
-    common = dict(
-        download_and_prepare=False,
-        batch_size=8,
-        seed=seed,
-        shuffle=False,
-        augment=Augment(),
-        with_index=True,
-        cache=False,
-        image_size=64,
-    )
-    loader = cats_vs_dogs_fast.as_fast_loader("train", data_dir=cats_array_record_dir, **common)
-    ds = cats_vs_dogs_fast.as_fast_dataset(
-        "train", data_dir=cats_data_dir, dtype=tf.uint8, **common
-    )
+def test_both_back_ends_cut_the_same_crops_for_any_seed(tf_data, loader, seed):
+    theirs, ours = (b.open(**CROPS, seed=seed, shuffle=False) for b in (loader, tf_data))
     for epoch in range(2):  # each iteration is the next epoch, in both
-        theirs = {int(i): im.tobytes() for x, _, k in loader for im, i in zip(x, k, strict=True)}
-        ours = {
-            int(i): im.tobytes()
-            for x, _, k in ds
-            for im, i in zip(x.numpy(), k.numpy(), strict=True)
-        }
-        assert theirs == ours, f"epoch {epoch}"
+        assert by_index(theirs) == by_index(ours), f"epoch {epoch}"
     # A seed past 32 bits shuffles the loader as its value modulo 2**32 does.
-    shuffled = dict(common, shuffle=True, cache=False)
-    del shuffled["augment"]
-    a = cats_vs_dogs_fast.as_fast_loader("train", data_dir=cats_array_record_dir, **shuffled)
-    b = cats_vs_dogs_fast.as_fast_loader(
-        "train", data_dir=cats_array_record_dir, **dict(shuffled, seed=seed % 2**32)
-    )
+    shuffled = dict(CROPS, augment=None, shuffle=True)
+    a = loader.open(**shuffled, seed=seed)
+    b = loader.open(**shuffled, seed=seed % 2**32)
     assert [list(k) for _, _, k in a] == [list(k) for _, _, k in b]
 
 
-def test_the_loader_caches_by_default_in_this_process(cats_array_record_dir):
-    loader = cats_vs_dogs_fast.as_fast_loader(
-        "train", data_dir=cats_array_record_dir, download_and_prepare=False, image_size=32
-    )
-    assert loader.options.cache == "auto" and loader.cache_bytes > 0
+def test_the_loader_caches_by_default_in_this_process(loader):
+    opened = loader.open(image_size=32)
+    assert opened.options.cache == "auto" and opened.cache_bytes > 0
 
 
 def test_auto_with_workers_serves_a_persisted_file_or_reads_without_a_cache(
-    cats_array_record_dir, tmp_path, caplog
+    loader, tmp_path, caplog
 ):
-    common = dict(
-        data_dir=cats_array_record_dir,
-        download_and_prepare=False,
-        image_size=32,
-        cache_dir=tmp_path,
-        seed=1,
-    )
+    common = dict(image_size=32, cache_dir=tmp_path, seed=1)
     with caplog.at_level(logging.INFO):
-        without = cats_vs_dogs_fast.as_fast_loader("train", num_workers=2, **common)
+        without = loader.open(num_workers=2, **common)
     assert without.cache_bytes == 0
     lines = [r.getMessage() for r in caplog.records if "cache='auto'" in r.getMessage()]
     assert len(lines) == 1 and "reading without a cache" in lines[0]
     # cache=True with workers and no persisted file stays an error.
     with pytest.raises(ValueError, match=r"^persist=True with worker processes: "):
-        cats_vs_dogs_fast.as_fast_loader("train", num_workers=2, cache=True, persist=True, **common)
+        loader.open(num_workers=2, cache=True, persist=True, **common)
     # Filled once in this process, the file then serves the workers.
-    filler = cats_vs_dogs_fast.as_fast_loader("train", persist=True, **common)
+    filler = loader.open(persist=True, **common)
     first = [np.asarray(x).copy() for x, _ in filler]
     backing = filler.cache.backing  # The file is written out in a thread of its own.
     assert isinstance(backing, persistent.FileFill)
     backing.writing.join(timeout=120)
     assert backing.persisted
-    served = cats_vs_dogs_fast.as_fast_loader("train", num_workers=2, **common)
+    served = loader.open(num_workers=2, **common)
     assert served.cache_bytes > 0
     again = [np.asarray(x).copy() for x, _ in served]
     served.close()
     assert [a.tobytes() for a in again] == [a.tobytes() for a in first]
 
 
-def test_the_loaders_cache_budget_places_a_cache_over_it_on_disk(
-    cats_array_record_dir, tmp_path, caplog
-):
-    common = dict(
-        data_dir=cats_array_record_dir,
-        download_and_prepare=False,
-        image_size=32,
-        shuffle=False,
-        num_epochs=2,
-    )
-    plain = [np.asarray(x).copy() for x, _ in cats_vs_dogs_fast.as_fast_loader("train", **common)]
+def test_the_loaders_cache_budget_places_a_cache_over_it_on_disk(loader, tmp_path, caplog):
+    common = dict(image_size=32, shuffle=False, num_epochs=2)
+    plain = [np.asarray(x).copy() for x, _ in loader.open(**common)]
     with caplog.at_level(logging.INFO):
-        loader = cats_vs_dogs_fast.as_fast_loader(
-            "train", cache_budget=1, cache_dir=tmp_path, **common
-        )
-        on_disk = [np.asarray(x).copy() for x, _ in loader]
+        opened = loader.open(cache_budget=1, cache_dir=tmp_path, **common)
+        on_disk = [np.asarray(x).copy() for x, _ in opened]
     assert any("cache_budget=1" in r.getMessage() for r in caplog.records)
     assert [a.tobytes() for a in on_disk] == [a.tobytes() for a in plain]
