@@ -21,63 +21,10 @@ from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
 from fast_tfds.samples import stanford_dogs as dogs_sample
-from tests.children import Child
 from tests.helpers import TFDS_CLI
-
-TFDS_BUILD = [*TFDS_CLI, "build"]
-ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-
+from tests.reliability.held_builds import ENV, HELD, build_command, held_build
 
 # -- an interrupted build ---------------------------------------------------------
-
-
-def build_command(manual_dir: Path, data_dir: Path) -> list[str]:
-    return [
-        *TFDS_BUILD,
-        "cats_vs_dogs_fast",
-        "--imports",
-        "cats_vs_dogs_fast",
-        "--config",
-        "original",
-        "--manual_dir",
-        os.fspath(manual_dir),
-        "--data_dir",
-        os.fspath(data_dir),
-    ]
-
-
-# A build is interrupted while it is surely still running: a `sitecustomize` on the child's
-# PYTHONPATH wraps the standard library's `zipfile.ZipFile.read` (what reads each member of the
-# source archive) so that, after a few members, the build says so and waits there until a signal
-# ends it. The library has no switch for this; the hold is the test's, outside it.
-HELD = "held by the test after reading members"
-_HOLD = f"""
-import sys, time, zipfile
-
-_read, _count = zipfile.ZipFile.read, [0]
-
-
-def read(self, *args, **kwargs):
-    _count[0] += 1
-    if _count[0] > {{members}}:
-        print({HELD!r}, file=sys.stderr, flush=True)
-        while True:
-            time.sleep(60)
-    return _read(self, *args, **kwargs)
-
-
-zipfile.ZipFile.read = read
-"""
-
-
-def held_build(manual_dir: Path, data_dir: Path, hold_dir: Path, members: int = 3) -> Child:
-    """`tfds build` of the Cats archive in `manual_dir`, held after reading `members` members
-    (TFDS is generating examples then); its stderr is merged into its stdout."""
-    hold_dir.mkdir()
-    (hold_dir / "sitecustomize.py").write_text(_HOLD.format(members=members))
-    path = os.pathsep.join(p for p in (os.fspath(hold_dir), ENV.get("PYTHONPATH")) if p)
-    env = {**ENV, "PYTHONPATH": path}
-    return Child(build_command(manual_dir, data_dir), stderr=subprocess.STDOUT, env=env)
 
 
 def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes(tmp_path):
@@ -170,7 +117,7 @@ def test_a_failed_build_removes_what_it_made_and_only_that(tmp_path):
     theirs.parent.mkdir(parents=True)
     theirs.write_text("kept\n")
 
-    command = [*TFDS_BUILD, "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
+    command = [*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
     command += ["--config", "224", "--manual_dir", os.fspath(manual_dir)]
     command += ["--data_dir", os.fspath(data_dir)]
     done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)

@@ -9,57 +9,34 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 
 from fast_tfds.cli import verify
 from tests.children import Child
-
-# The real `tfds build` command line, started once its imports are done and a
-# file says go, so that both builds start within milliseconds of each other.
-_CHILD = textwrap.dedent(
-    """
-    import os, sys, time
-    from tensorflow_datasets.scripts.cli import main
-    import cats_vs_dogs_fast
-    go = sys.argv[1]
-    print("ready", flush=True)
-    while not os.path.exists(go):
-        time.sleep(0.005)
-    sys.argv = ["tfds", "build", *sys.argv[2:]]
-    main.launch_cli()
-    """
-)
-ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-def output_until_ready(child: Child) -> str:
-    """The child's output before its 'ready' line (TensorFlow's import notes)."""
-    return child.line_starting("ready")[1]
+from tests.reliability.held_builds import ENV, HELD, build_command, held_build
 
 
 def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sample, tmp_path):
     manual_dir, counts = cats_sample
-    data_dir, go = tmp_path / "data", tmp_path / "go"
-    args = ["cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast", "--config", "224"]
-    args += ["--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(data_dir)]
-    children = [
-        Child(
-            [sys.executable, "-c", _CHILD, os.fspath(go), *args],
-            stderr=subprocess.STDOUT,
-            env=ENV,
-        )
-        for _ in range(2)
-    ]
+    data_dir, release = tmp_path / "data", tmp_path / "release"
+    # The first build is held while it generates examples (it holds the build lock then),
+    # and released only once the second has said it waits: the overlap is certain, however
+    # fast either runs.
+    first = held_build(manual_dir, data_dir, tmp_path / "hold", config="224", release=release)
+    second = None
     try:
-        before = [output_until_ready(child) for child in children]
-        go.touch()
+        seen = [first.until(HELD), ""]
+        second = Child(
+            build_command(manual_dir, data_dir, "224"), stderr=subprocess.STDOUT, env=ENV
+        )
+        seen[1] = second.until("waiting for it to finish")
+        release.touch()
+        children = [first, second]
         outputs = [
-            b + child.communicate(timeout=300)[0] for b, child in zip(before, children, strict=True)
+            s + child.communicate(timeout=300)[0] for s, child in zip(seen, children, strict=True)
         ]
     finally:
-        for child in children:
-            if child.poll() is None:
+        for child in (first, second):
+            if child is not None and child.poll() is None:
                 child.kill()
                 child.communicate(timeout=60)
 
