@@ -56,6 +56,27 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
 
 
+def fast_tfds_cache(*args, cwd: Path | None = None, **env: str) -> str:
+    """`fast-tfds cache ARGS...` in a child process; its stdout, asserting that it succeeded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=child_env(**env),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def listed_line(output: str, path: Path) -> str:
+    """The one line of a `fast-tfds cache list|clean` output that names `path`."""
+    found = [line for line in output.splitlines() if line.endswith(f"  {path}")]
+    assert len(found) == 1, output
+    return found[0]
+
+
 def run_ok(command, timeout: float = 300, **kwargs) -> str:
     """Runs `command` in a child process; its stdout + stderr, asserting that it succeeded."""
     kwargs.setdefault("env", child_env())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import cats_vs_dogs_fast
 from tests.children import Child
-from tests.helpers import assert_exactly_once, filenames_of
+from tests.helpers import assert_exactly_once, fast_tfds_cache, filenames_of
 
 ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -87,18 +87,6 @@ def start_reader(where: str, path, cache, split: str, pause: int = -1) -> Child:
 def wait_for(child: Child, line: str) -> None:
     got = child.line().strip()
     assert got == line, f"{got!r}: {child.stderr_text()[-3000:] if not got else ''}"
-
-
-def fast_tfds_cache(*args) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def line_of(output: str, split: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fast_tfds.cache import disk_rows, housekeeping
 from tests.children import Child
-from tests.helpers import child_env
+from tests.helpers import child_env, fast_tfds_cache, listed_line
 
 # Allocates rows in a file in argv[1], writes some, prints the file's path; then
 # kills itself ("kill") or holds the rows until a line comes on stdin ("hold").
@@ -66,25 +66,6 @@ def start_holder(folder: Path) -> tuple[Child, Path]:
     return child, Path(line)
 
 
-def fast_tfds_cache(*args, cwd: Path, **env: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=child_env(**env),
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def line_of(output: str, path: Path) -> str:
-    lines = [line for line in output.splitlines() if line.endswith(f"  {path}")]
-    assert len(lines) == 1, output
-    return lines[0]
-
-
 def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
     folder = tmp_path / "caches"
     # Where the reader would put rows by default: never looked at when DIR is given.
@@ -94,9 +75,9 @@ def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
     holder, live = start_holder(folder)
     try:
         listed = fast_tfds_cache("list", folder, cwd=tmp_path, **elsewhere)
-        assert line_of(listed, killed).startswith("left by a stopped run ")
-        assert line_of(listed, live).startswith("in use by a running process ")
-        assert " MiB " in line_of(listed, killed) and " ago " in line_of(listed, killed)
+        assert listed_line(listed, killed).startswith("left by a stopped run ")
+        assert listed_line(listed, live).startswith("in use by a running process ")
+        assert " MiB " in listed_line(listed, killed) and " ago " in listed_line(listed, killed)
         assert f"2 memory-cache file(s), 0.4 MiB in {folder}" in listed  # 2 x 192 KiB
         assert os.fspath(other) not in listed
 
@@ -112,7 +93,7 @@ def test_clean_removes_a_killed_runs_rows_and_keeps_a_live_ones(tmp_path):
         cleaned = fast_tfds_cache("clean", folder, "--all", cwd=tmp_path, **elsewhere)
         assert "Removed 0 memory-cache file(s) in " in cleaned and live.exists(), cleaned
         listed = fast_tfds_cache("list", folder, cwd=tmp_path, **elsewhere)
-        assert line_of(listed, live).startswith("in use by a running process ")
+        assert listed_line(listed, live).startswith("in use by a running process ")
         assert os.fspath(killed) not in listed
     finally:
         holder.kill()
@@ -130,8 +111,8 @@ def test_without_dir_the_default_folder_is_listed_and_cleaned(tmp_path):
     assert f"0 memory-cache file(s), 0.0 MiB in {default}" in listed  # says where it looks
     in_default, in_work = leftover(default), leftover(work)
     listed = fast_tfds_cache("list", cwd=work, **env)
-    assert line_of(listed, in_default).startswith("left by a stopped run ")
-    assert line_of(listed, Path(".") / in_work.name).startswith("left by a stopped run ")
+    assert listed_line(listed, in_default).startswith("left by a stopped run ")
+    assert listed_line(listed, Path(".") / in_work.name).startswith("left by a stopped run ")
     cleaned = fast_tfds_cache("clean", cwd=work, **env)
     assert f"removed  {in_default} (left by a stopped run, " in cleaned, cleaned
     assert not in_default.exists() and not in_work.exists()

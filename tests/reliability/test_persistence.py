@@ -40,7 +40,7 @@ import cats_vs_dogs_fast
 from fast_tfds import Augment
 from fast_tfds.cache import persistent_format
 from tests.children import TIMEOUT_S, Child
-from tests.helpers import child_env, shared_folder
+from tests.helpers import child_env, fast_tfds_cache, listed_line, shared_folder
 from tests.pairs import Output, Truth, digest
 
 pytest.importorskip("grain")
@@ -222,24 +222,6 @@ def assert_filled(epochs: list[dict], stderr: str, cache: Path, want) -> Path:
     (path,) = picture_files(cache)
     assert not temp_files(cache)
     return path
-
-
-def fast_tfds_cache(*args) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def line_with(output: str, path: Path) -> str:
-    found = [line for line in output.splitlines() if line.endswith(f"  {path}")]
-    assert len(found) == 1, output
-    return found[0]
 
 
 def mount(*steps: list[str], target: Path) -> None:
@@ -479,7 +461,7 @@ def test_a_rebuilt_dataset_never_gets_the_old_pixels_and_gets_a_new_key(
     assert len(lines(stderr, "writing the decoded cache")) == 1, stderr
     assert len(picture_files(cache)) == 2 and old.exists()
     listed = fast_tfds_cache("list", cache)
-    assert line_with(listed, old).startswith(
+    assert listed_line(listed, old).startswith(
         "persistent, stale (its dataset was rebuilt or removed)"
     )
     cleaned = fast_tfds_cache("clean", cache)
@@ -597,7 +579,7 @@ def test_cache_list_and_clean_show_and_remove_the_file_never_one_in_use(
     data_dir, cache, path = filled.copy(filler, tmp_path)
     size = path.stat().st_blocks * 512
     listed = fast_tfds_cache("list", cache)
-    line = line_with(listed, path)
+    line = listed_line(listed, path)
     assert line.startswith("persistent ") and " cats_vs_dogs_fast/224/1.0.0 train " in line
     assert f"{size / 2**20:,.1f} MiB" in line and " ago " in line, line
     assert f"1 persistent cache(s), {size / 2**20:,.1f} MiB in {cache}" in listed
@@ -605,7 +587,7 @@ def test_cache_list_and_clean_show_and_remove_the_file_never_one_in_use(
     reader = start(Job("tf", data_dir, cache, augment, pause=True))  # serves from the file
     try:
         assert reader.line(timeout=TIMEOUT_S).strip() == "paused"
-        assert line_with(fast_tfds_cache("list", cache), path).startswith("persistent, in use ")
+        assert listed_line(fast_tfds_cache("list", cache), path).startswith("persistent, in use ")
         cleaned = fast_tfds_cache("clean", cache, "--all")
         assert f"kept     {path} (in use by a running process)" in cleaned, cleaned
         assert path.exists()
