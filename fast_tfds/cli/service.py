@@ -134,12 +134,7 @@ def run_server(args: argparse.Namespace) -> None:
     server.join()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="fast-tfds", description=__doc__.split("\n\n")[0])
-    add_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["service", *(sys.argv[1:] if argv is None else argv)])
-    args.run(args)
-
-
 if __name__ == "__main__":
-    main()
+    from fast_tfds.cli import main
+
+    main(["service", *sys.argv[1:]])

@@ -198,12 +198,7 @@ def add_command(commands) -> None:
     p.set_defaults(run=lambda args: sys.exit(print_report(verify_paths(args.paths))))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="fast-tfds")
-    add_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["verify", *(sys.argv[1:] if argv is None else argv)])
-    args.run(args)
-
-
 if __name__ == "__main__":
-    main()
+    from fast_tfds.cli import main
+
+    main(["verify", *sys.argv[1:]])
