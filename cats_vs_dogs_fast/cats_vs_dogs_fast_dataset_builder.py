@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import functools
 import re
 
 import tensorflow_datasets as tfds
@@ -64,8 +63,7 @@ class Builder(FastImageBuilder):
             else:  # Thumbs.db, the readme, the licence.
                 report.skip(name, _NOT_AN_IMAGE)
         check_structure(self.name, members, report)
-        make = functools.partial(make_example, size=self.stored_size)
-        return self.generate_examples(make, members, ZipMemberReader(archive), report)
+        return self.generate_examples(make_example, members, ZipMemberReader(archive), report)
 
 
 def check_structure(dataset: str, members: list, report: SkipReport) -> None:

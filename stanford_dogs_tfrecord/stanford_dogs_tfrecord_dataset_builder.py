@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -104,8 +103,7 @@ class Builder(FastImageBuilder):
         }
 
     def _generate_examples(self, members, reader, report: SkipReport):
-        make = functools.partial(make_example, size=self.stored_size)
-        return self.generate_examples(make, members, reader, report)
+        return self.generate_examples(make_example, members, reader, report)
 
     def _listed_images(
         self,

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -33,7 +34,8 @@ SIZE_224 = 224
 # (filename, where the bytes are, what else the example needs): a zip member's
 # name or a tar member's (offset, size), read by a `build.archives` reader.
 Member = tuple[str, Any, Any]
-MakeExample = Callable[[tuple[str, bytes, Any]], KeyExample | Skipped]
+# make_example((filename, bytes, extra), size=(height, width) to store, or None) -> ...
+MakeExample = Callable[..., KeyExample | Skipped]
 
 
 class ImageConfig(tfds.core.BuilderConfig):
@@ -42,10 +44,6 @@ class ImageConfig(tfds.core.BuilderConfig):
     def __init__(self, *, image_size: int | None, **kwargs):
         super().__init__(**kwargs)
         self.image_size = image_size
-
-    @property
-    def stored_shape(self) -> tuple[int | None, int | None, int]:
-        return (self.image_size, self.image_size, 3)
 
 
 def image_configs(resize_note: str = "") -> list[ImageConfig]:
@@ -152,7 +150,9 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             split_infos = super()._generate_splits(dl_manager, config)
             # The pipeline has run: the workers' skips are in their files.
             for report, path in self._beam_reports:
-                _add_worker_skips(report, path)
+                from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
+
+                beam.add_worker_skips(report, path)
                 self.record_skips(report)
             return split_infos
         finally:
@@ -161,13 +161,9 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     # -- images ----------------------------------------------------------------
 
-    @property
-    def stored_size(self) -> tuple[int, int] | None:
-        size = self.builder_config.image_size
-        return None if size is None else (size, size)
-
     def image_feature(self) -> tfds.features.Image:
-        return tfds.features.Image(shape=self.builder_config.stored_shape, encoding_format="jpeg")
+        size = self.builder_config.image_size
+        return tfds.features.Image(shape=(size, size, 3), encoding_format="jpeg")
 
     def record_skips(self, report: SkipReport) -> None:
         report.log_summary()
@@ -184,7 +180,8 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         read_member: Callable[[Any], bytes],
         report: SkipReport,
     ):
-        """make_example over each member's bytes: what `_generate_examples` returns.
+        """make_example over each member's bytes, at the config's size: what
+        `_generate_examples` returns.
 
         Locally, a generator: members are read in order in this thread and
         `make_example` runs in threads (Pillow releases the GIL). On Beam, a
@@ -193,6 +190,8 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         metadata, once the split is complete. Both callables must pickle for
         Beam: module-level functions (or partials of them) and `archives` readers.
         """
+        size = self.builder_config.image_size
+        make_example = functools.partial(make_example, size=None if size is None else (size, size))
         if self.on_beam:
             from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
 
@@ -246,8 +245,3 @@ def restore_alternative_file_formats(info: tfds.core.DatasetInfo) -> None:
         if file_format not in formats:
             formats.append(file_format)
 
-
-def _add_worker_skips(report: SkipReport, path: epath.Path) -> None:
-    from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
-
-    beam.add_worker_skips(report, path)
