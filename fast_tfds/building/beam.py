@@ -38,37 +38,29 @@ SKIPPED = "skipped"
 _NAMESPACE = "fast_tfds"
 
 
+@beam.ptransform_fn
 def examples_transform(
+    root,
     members: list[tuple[str, Any, Any]],
     read_member: Callable[[Any], bytes],
     make_example: Callable[[tuple[str, bytes, Any]], Any],
     skips_path: epath.Path,
-) -> beam.PTransform:
+):
     """The PTransform (pipeline root -> (key, example)s) of one split; see the module doc."""
-    return _Examples(members, read_member, make_example, os.fspath(skips_path))
-
-
-class _Examples(beam.PTransform):
-    def __init__(self, members, read_member, make_example, skips_path: str):
-        super().__init__()
-        self._members = members
-        self._do_fn = _MakeExamples(read_member, make_example)
-        self._skips_path = skips_path
-
-    def expand(self, root):
-        results = (
-            root
-            | "Members" >> beam.Create(self._members)  # Redistributed among the workers.
-            | "MakeExamples" >> beam.ParDo(self._do_fn).with_outputs(SKIPPED, main="examples")
-        )
-        kept = results.examples | "CountKept" >> beam.combiners.Count.Globally()
-        _ = (
-            results[SKIPPED]
-            | "ListSkipped" >> beam.combiners.ToList()
-            | "WriteSkipped"
-            >> beam.Map(write_skips, path=self._skips_path, kept=beam.pvalue.AsSingleton(kept))
-        )
-        return results.examples
+    make = beam.ParDo(_MakeExamples(read_member, make_example))
+    results = (
+        root
+        | "Members" >> beam.Create(members)  # Redistributed among the workers.
+        | "MakeExamples" >> make.with_outputs(SKIPPED, main="examples")
+    )
+    kept = results.examples | "CountKept" >> beam.combiners.Count.Globally()
+    _ = (
+        results[SKIPPED]
+        | "ListSkipped" >> beam.combiners.ToList()
+        | "WriteSkipped"
+        >> beam.Map(write_skips, path=os.fspath(skips_path), kept=beam.pvalue.AsSingleton(kept))
+    )
+    return results.examples
 
 
 class _MakeExamples(beam.DoFn):
