@@ -20,6 +20,7 @@ command line (`install_excepthook_under_tfds_cli`), and in no other program.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -61,11 +62,7 @@ def install_excepthook() -> None:
     """
     if getattr(sys.excepthook, "_fast_tfds_hook", False):
         return
-    previous = sys.excepthook
-
-    def hook(kind, value, tb):
-        _excepthook(kind, value, tb, previous=previous)
-
+    hook = functools.partial(_excepthook, previous=sys.excepthook)
     hook._fast_tfds_hook = True
     sys.excepthook = hook
 
