@@ -116,8 +116,10 @@ def describe(err: BaseException, timeout: float | None = None) -> DownloadProble
     proxy = any(
         isinstance(c, requests.exceptions.ProxyError | urllib3.exceptions.ProxyError) for c in chain
     )
-    server = _host_of(err) or "the server"
-    proxied = _proxy_for(err)
+    url = _url_of(err)
+    # The host:port requests was fetching.
+    server = (urllib.parse.urlsplit(url).netloc if url else None) or "the server"
+    proxied = _proxy_for(url)
     if proxied and not proxy:  # Who stays silent: the proxy, or the server behind it.
         server = f"{server} (through the HTTP proxy {proxied})"
     # urllib3's connection errors know where they tried to connect: the server,
@@ -173,15 +175,13 @@ def _causes(err: BaseException):
         todo += [arg for arg in getattr(cause, "args", ()) if isinstance(arg, BaseException)]
 
 
-def _host_of(err: BaseException) -> str | None:
-    """The host:port of the URL requests was fetching, if the error says."""
-    url = getattr(getattr(err, "request", None), "url", None)
-    return urllib.parse.urlsplit(url).netloc or None if url else None
+def _url_of(err: BaseException) -> str | None:
+    """The URL requests was fetching, if the error says."""
+    return getattr(getattr(err, "request", None), "url", None)
 
 
-def _proxy_for(err: BaseException) -> str | None:
-    """The proxy the environment sets for the URL requests was fetching, if any."""
-    url = getattr(getattr(err, "request", None), "url", None)
+def _proxy_for(url: str | None) -> str | None:
+    """The proxy the environment sets for `url`, if any."""
     if not url:
         return None
     proxies = requests.utils.get_environ_proxies(url)
