@@ -78,9 +78,8 @@ def from_batchable(bbox: tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
 def reader_options(
     *, with_boxes: bool, crop_to_box: bool, as_supervised: bool
 ) -> dict[str, object]:
-    """The `transform`, `transform_keys` and `as_supervised` to give the shared reader."""
-    if as_supervised and not (with_boxes or crop_to_box):
-        return {"transform": None, "transform_keys": (), "as_supervised": True}
+    """The `transform`, `transform_keys` and `as_supervised` to give the shared reader, for
+    a read with boxes or crops, or of example dicts (the hook asks for nothing otherwise)."""
 
     def transform(example: dict) -> dict:
         example = dict(example)
