@@ -244,4 +244,3 @@ def restore_alternative_file_formats(info: tfds.core.DatasetInfo) -> None:
         file_format = tfds.core.file_adapters.FileFormat.from_value(value)
         if file_format not in formats:
             formats.append(file_format)
-

@@ -13,11 +13,12 @@ but only when it gets there.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
 import sys
+
+from fast_tfds.cli import documented_parser
 
 INFO_FILE = "dataset_info.json"
 INCOMPLETE = re.compile(r"^incomplete\.[A-Za-z0-9]+_")
@@ -188,11 +189,11 @@ def print_report(report: Report, out=None) -> int:
 
 def add_command(commands) -> None:
     """Adds `verify` to the fast-tfds command-line parser."""
-    p = commands.add_parser(
+    p = documented_parser(
+        commands,
         "verify",
+        __doc__,
         help="check built datasets: every shard present, every record intact, counts right",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="data dir, dataset or version folder")
     p.set_defaults(run=lambda args: sys.exit(print_report(verify_paths(args.paths))))
