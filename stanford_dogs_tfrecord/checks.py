@@ -15,19 +15,17 @@ image or annotation file is not checked here: it is a skip.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fast_tfds.building import checks
+from stanford_dogs_tfrecord.source_parsing import image_key
 
 _SOURCES = "images.tar, annotation.tar and lists.tar"
 _HINT = (
     "Use the three archives of http://vision.stanford.edu/aditya86/ImageNetDogs/ together "
     "(a subset needs lists that match its images, as `fast-tfds sample DIR` writes)."
 )
-# 'Images/n02085620-Chihuahua/n02085620_10074.jpg' -> breed folder, file name.
-_IMAGE_NAME = re.compile(r"^Images/([^/]+)/([^/]+\.jpg)$")
 
 
 def check_sources(
@@ -46,11 +44,7 @@ def check_sources(
     """
     dataset = builder.name
     labels = set(builder.info.features["label"].names)
-    in_tar = set()
-    for member, _ in tar_members:
-        match = _IMAGE_NAME.match(member.replace("\\", "/"))
-        if match:
-            in_tar.add(f"{match.group(1)}/{match.group(2)}")
+    in_tar = {image_key(member) for member, _ in tar_members} - {None}
 
     unusable: dict[str, list[str]] = {
         "breed folder is not one of the 120 classes": [],

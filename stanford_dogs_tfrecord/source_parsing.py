@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import posixpath
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import BinaryIO
@@ -17,6 +18,18 @@ from fast_tfds.building.checks import SourceStructureError
 SPLITS = ("train", "test")
 _LIST_FILES = {"train_list.mat": "train", "test_list.mat": "test"}
 _ANNOTATION_PREFIX = "Annotation/"
+# 'Images/n02085620-Chihuahua/n02085620_10074.jpg' -> 'n02085620-Chihuahua/n02085620_10074.jpg'.
+_IMAGE_NAME = re.compile(r"^Images/([^/]+/[^/]+\.jpg)$")
+
+
+# -- images.tar ----------------------------------------------------------------
+
+
+def image_key(member: str) -> str | None:
+    """An images.tar member's key as the lists name it ('<breed folder>/<file>.jpg'), or
+    None if it is not an image member Images/<breed>/<name>.jpg."""
+    match = _IMAGE_NAME.match(member.replace("\\", "/"))
+    return match.group(1) if match else None
 
 
 # -- lists ---------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -15,6 +14,7 @@ from stanford_dogs_tfrecord import breeds, checks
 from stanford_dogs_tfrecord.source_parsing import (
     SPLITS,
     Annotation,
+    image_key,
     read_annotations,
     read_lists,
 )
@@ -30,8 +30,6 @@ _HOMEPAGE = _BASE_URL + "main.html"
 # never derived from the lists at build time (TFDS derives them from train_list.mat).
 _LABELS_FILE = breeds.LABEL_NAMES_FILE
 
-# 'Images/n02085620-Chihuahua/n02085620_10074.jpg' -> breed folder, file name.
-_IMAGE_NAME = re.compile(r"^Images/([^/]+)/([^/]+\.jpg)$")
 # Where the skips of images.tar members that are in neither list are recorded.
 UNLISTED = "unlisted"
 
@@ -123,17 +121,16 @@ class Builder(FastImageBuilder):
         seen: set[str] = set()
         for member, location in archive:
             member = member.replace("\\", "/")
-            match = _IMAGE_NAME.match(member)
-            if not match:
+            key = image_key(member)
+            if key is None:
                 unlisted.skip(member, "not an image member Images/<breed>/<name>.jpg")
                 continue
-            key = f"{match.group(1)}/{match.group(2)}"  # As in the lists.
             if key not in listed:
                 unlisted.skip(member, "in neither train_list.mat nor test_list.mat")
                 continue
             seen.add(key)
             split, annotation_name = listed[key]
-            label = match.group(1).lower()
+            label = key.split("/")[0].lower()
             annotation = annotations.get(annotation_name)
             if label not in label_names:
                 reports[split].skip(member, "breed folder is not one of the 120 classes")
