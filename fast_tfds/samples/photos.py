@@ -66,9 +66,7 @@ def random_photo(rng: np.random.Generator, size: tuple[int, int] | None = None) 
 
 
 def jpeg_bytes(image: Image.Image, quality: int = 85, **kwargs) -> bytes:
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=quality, **kwargs)
-    return out.getvalue()
+    return encoded(image, "JPEG", quality=quality, **kwargs)
 
 
 def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:

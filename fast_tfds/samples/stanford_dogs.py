@@ -287,21 +287,13 @@ def _list_mat(keys: list[str], images, labels: dict[str, int]) -> bytes:
     """A *_list.mat: N x 1 cell arrays file_list and annotation_list, uint8 labels."""
     from scipy import io as scipy_io
 
-    file_list = np.empty((len(keys), 1), dtype=object)
-    annotation_list = np.empty((len(keys), 1), dtype=object)
-    for i, key in enumerate(keys):
-        file_list[i, 0] = key
-        annotation_list[i, 0] = key.removesuffix(".jpg")
-    label_array = np.array([[labels[images[k]["label"]]] for k in keys], dtype=np.uint8)
+    columns = {
+        "file_list": np.array(keys, dtype=object),
+        "annotation_list": np.array([k.removesuffix(".jpg") for k in keys], dtype=object),
+        "labels": np.array([labels[images[k]["label"]] for k in keys], dtype=np.uint8),
+    }
     out = io.BytesIO()
-    scipy_io.savemat(
-        out,
-        {
-            "file_list": file_list,
-            "annotation_list": annotation_list,
-            "labels": label_array.reshape(len(keys), 1),
-        },
-    )
+    scipy_io.savemat(out, {name: column.reshape(len(keys), 1) for name, column in columns.items()})
     # The 116-byte text header holds the time of writing; fix it.
     header = b"MATLAB 5.0 MAT-file, Platform: posix, Created by: fast_tfds.samples.stanford_dogs"
     return header.ljust(116) + out.getvalue()[116:]
