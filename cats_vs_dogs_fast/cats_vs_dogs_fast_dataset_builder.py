@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 
 from fast_tfds.building import FastImageBuilder, checks, image_configs
 from fast_tfds.building.archives import ZipMemberReader, zip_members
-from fast_tfds.building.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
+from fast_tfds.building.examples import KeyExample, SkipReport
 
 _URL = (
     "https://download.microsoft.com/download/3/E/1/"
@@ -63,7 +63,7 @@ class Builder(FastImageBuilder):
             else:  # Thumbs.db, the readme, the licence.
                 report.skip(name, _NOT_AN_IMAGE)
         check_structure(self.name, members, report)
-        return self.generate_examples(make_example, members, ZipMemberReader(archive), report)
+        return self.generate_examples(example_features, members, ZipMemberReader(archive), report)
 
 
 def check_structure(dataset: str, members: list, report: SkipReport) -> None:
@@ -94,16 +94,10 @@ def check_structure(dataset: str, members: list, report: SkipReport) -> None:
             )
 
 
-def make_example(
-    member: tuple[str, bytes, str], size: tuple[int, int] | None
-) -> KeyExample | Skipped:
-    """(name, bytes, label) -> (key, example), or why the file is left out.
+def example_features(name: str, image, label: str) -> KeyExample:
+    """(key, features) of a kept image besides the image and its filename: its label.
 
-    The whole per-example work of a build, pure: the local build runs it in
-    threads, a Beam build on its workers.
+    Pure and module-level: a Beam build runs it on its workers
+    (see `fast_tfds.building.examples.image_example`).
     """
-    name, data, label = member
-    image = normalize_or_skip(name, data, size)
-    if isinstance(image, Skipped):
-        return image
-    return name, {"image": image.jpeg, "image/filename": name, "label": label}
+    return name, {"label": label}

@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 
 from fast_tfds.building import FastImageBuilder, image_configs
 from fast_tfds.building.archives import TarMemberReader, tar_members
-from fast_tfds.building.examples import KeyExample, Skipped, SkipReport, normalize_or_skip
+from fast_tfds.building.examples import KeyExample, SkipReport
 from stanford_dogs_tfrecord import breeds, checks
 from stanford_dogs_tfrecord.source_parsing import (
     SPLITS,
@@ -101,7 +101,7 @@ class Builder(FastImageBuilder):
         }
 
     def _generate_examples(self, members, reader, report: SkipReport):
-        return self.generate_examples(make_example, members, reader, report)
+        return self.generate_examples(example_features, members, reader, report)
 
     def _listed_images(
         self,
@@ -158,21 +158,14 @@ class ImageInfo(NamedTuple):
     annotation: Annotation
 
 
-def make_example(
-    member: tuple[str, bytes, ImageInfo], size: tuple[int, int] | None
-) -> KeyExample | Skipped:
-    """(member name, bytes, info) -> (key, example), or why the image is left out.
+def example_features(name: str, image, info: ImageInfo) -> KeyExample:
+    """(key, features) of a kept image besides the image and its filename: its label and
+    its boxes, normalized by the annotation's size (or the image's own).
 
-    The whole per-example work of a build, pure: the local build runs it in
-    threads, a Beam build on its workers.
+    Pure and module-level: a Beam build runs it on its workers
+    (see `fast_tfds.building.examples.image_example`).
     """
-    name, data, info = member
-    image = normalize_or_skip(name, data, size)
-    if isinstance(image, Skipped):
-        return image
     return info.key, {
-        "image": image.jpeg,
-        "image/filename": name,
         "label": info.label,
         "objects": [{"bbox": box} for box in info.annotation.bboxes(image)],
     }

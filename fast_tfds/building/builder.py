@@ -7,8 +7,9 @@
 - Shards: at least `MIN_SHARDS_PER_SPLIT` per split (`shards`).
 - Skips: what a build leaves out is counted, logged and kept in the metadata
   (`examples.SkipReport`).
-- Examples: `generate_examples` runs a dataset's pure per-example function over
-  archive members, in local threads or on Apache Beam workers (`beam`), so the
+- Examples: `generate_examples` runs the pure per-example function
+  (`examples.image_example`, with the dataset's own features) over archive
+  members, in local threads or on Apache Beam workers (`beam`), so the
   dataset builders never branch on where they run.
 - `as_fast_dataset()`: the shared fast reader, as a builder method.
 """
@@ -25,7 +26,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from fast_tfds.building import archive_sources, errors, guard, parallel
-from fast_tfds.building.examples import KeyExample, Skipped, SkipReport
+from fast_tfds.building.examples import ExampleFeatures, Skipped, SkipReport, image_example
 from fast_tfds.building.shards import MIN_SHARDS_PER_SPLIT, AtLeastShardsDownloadConfig
 from fast_tfds.core import commands
 
@@ -34,8 +35,6 @@ SIZE_224 = 224
 # (filename, where the bytes are, what else the example needs): a zip member's
 # name or a tar member's (offset, size), read by a `build.archives` reader.
 Member = tuple[str, Any, Any]
-# make_example((filename, bytes, extra), size=(height, width) to store, or None) -> ...
-MakeExample = Callable[..., KeyExample | Skipped]
 
 
 class ImageConfig(tfds.core.BuilderConfig):
@@ -175,13 +174,13 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     def generate_examples(
         self,
-        make_example: MakeExample,
+        features: ExampleFeatures,
         members: Iterable[Member],
         read_member: Callable[[Any], bytes],
         report: SkipReport,
     ):
-        """make_example over each member's bytes, at the config's size: what
-        `_generate_examples` returns.
+        """`examples.image_example` over each member's bytes, at the config's size, with the
+        dataset's `features`: what `_generate_examples` returns.
 
         Locally, a generator: members are read in order in this thread and
         `make_example` runs in threads (Pillow releases the GIL). On Beam, a
@@ -191,7 +190,9 @@ class FastImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         Beam: module-level functions (or partials of them) and `archives` readers.
         """
         size = self.builder_config.image_size
-        make_example = functools.partial(make_example, size=None if size is None else (size, size))
+        make_example = functools.partial(
+            image_example, size=None if size is None else (size, size), features=features
+        )
         if self.on_beam:
             from fast_tfds.building import beam  # Imports Apache Beam: only for Beam builds.
 

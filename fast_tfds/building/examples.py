@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from absl import logging
@@ -25,14 +26,27 @@ class Skipped:
     reason: str
 
 
-def normalize_or_skip(
-    filename: str, data: bytes, size: tuple[int, int] | None
-) -> images.NormalizedImage | Skipped:
-    """The image step of every per-example function: a clean JPEG, or why not."""
+# features(member name, the normalized image, the member's extra) -> (key, the
+# dataset's features besides the image and its filename).
+ExampleFeatures = Callable[[str, images.NormalizedImage, Any], KeyExample]
+
+
+def image_example(
+    member: tuple[str, bytes, Any], *, size: tuple[int, int] | None, features: ExampleFeatures
+) -> KeyExample | Skipped:
+    """(name, bytes, extra) -> (key, example), or why the file is left out.
+
+    The whole per-example work of a build, pure: the local build runs it in
+    threads, a Beam build on its workers. The image becomes a clean JPEG of
+    `size`, stored with its filename next to the dataset's own `features`.
+    """
+    name, data, extra = member
     try:
-        return images.normalize_image(data, size)
+        image = images.normalize_image(data, size)
     except images.UndecodableImage as err:
-        return Skipped(filename, err.reason)
+        return Skipped(name, err.reason)
+    key, more = features(name, image, extra)
+    return key, {"image": image.jpeg, "image/filename": name, **more}
 
 
 class SkipReport:
