@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fast_tfds.cli import cache, demo, publish, service, verify
 from fast_tfds.quiet import quiet_environment
 
 
@@ -24,9 +25,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help(sys.stderr)
         raise SystemExit(2)
     if args.command in sized:
-        from fast_tfds.cli.demo import check_sample_size
-
-        check_sample_size(sized[args.command], args)
+        demo.check_sample_size(sized[args.command], args)
     # This program's own choices, never made on import of the library: TensorFlow
     # starts quietly, and a BuildError is one line instead of a traceback.
     quiet_environment()
@@ -38,9 +37,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The `fast-tfds` parser, and the parsers of the commands that write samples."""
-    # Imported here, not above: the commands' modules import `documented_parser` from this one.
-    from fast_tfds.cli import cache, demo, publish, service, verify
-
     parser = argparse.ArgumentParser(
         prog="fast-tfds", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -54,14 +50,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     cache.add_command(commands)  # fast-tfds cache list|clean [DIR]: the reader's caches on disk
     publish.add_command(commands)  # fast-tfds publish DIR URL: a build uploaded, metadata last
     return parser, sized
-
-
-def documented_parser(commands, name: str, doc: str, **options) -> argparse.ArgumentParser:
-    """The parser of `fast-tfds NAME`, whose --help prints `doc` (its module's docstring) as
-    written; `options` go to `add_parser` (its `help`)."""
-    return commands.add_parser(
-        name, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **options
-    )
 
 
 if __name__ == "__main__":

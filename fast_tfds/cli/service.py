@@ -132,9 +132,3 @@ def run_server(args: argparse.Namespace) -> None:
             flush=True,
         )
     server.join()
-
-
-if __name__ == "__main__":
-    from fast_tfds.cli import main
-
-    main(["service", *sys.argv[1:]])

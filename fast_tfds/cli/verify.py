@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from fast_tfds.cli import documented_parser
+from fast_tfds.cli.parsers import documented_parser
 
 INFO_FILE = "dataset_info.json"
 INCOMPLETE = re.compile(r"^incomplete\.[A-Za-z0-9]+_")
@@ -197,9 +197,3 @@ def add_command(commands) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="data dir, dataset or version folder")
     p.set_defaults(run=lambda args: sys.exit(print_report(verify_paths(args.paths))))
-
-
-if __name__ == "__main__":
-    from fast_tfds.cli import main
-
-    main(["verify", *sys.argv[1:]])
