@@ -125,14 +125,13 @@ class DownloadFailedError(BuildError):
         reason: str,
         others: list[str] = (),
         *,
-        build_command: str | None = None,
+        build_command: str,
     ):
         self.url = url
         self.reason = reason
-        command = build_command or f"tfds build {dataset}"
         super().__init__(
             f"{dataset}: cannot download {url}: {reason}. "
-            + _manual_dir_remedy(filename_of(url), list(others), command)
+            + _manual_dir_remedy(filename_of(url), list(others), build_command)
         )
 
 
@@ -145,7 +144,7 @@ class SourceChecksumError(BuildError, NonMatchingChecksumError):
     has already deleted, or None if it was not found.
     """
 
-    def __init__(self, dataset: str, url: str, expected=None, rejected=None, *, build_command=None):
+    def __init__(self, dataset: str, url: str, expected=None, rejected=None, *, build_command: str):
         details = []
         if expected is not None:
             details.append(
@@ -159,8 +158,7 @@ class SourceChecksumError(BuildError, NonMatchingChecksumError):
         super().__init__(
             f"{dataset}: the download of {url} does not match its registered checksum"
             f"{details}{deleted}: the server or a proxy changed the file, or the download "
-            "was cut short. "
-            + _manual_dir_remedy(filename_of(url), [], build_command or f"tfds build {dataset}")
+            "was cut short. " + _manual_dir_remedy(filename_of(url), [], build_command)
         )
 
 
