@@ -178,29 +178,23 @@ def sample_command(args: argparse.Namespace) -> None:
 def add_commands(commands) -> dict[str, argparse.ArgumentParser]:
     """Adds `sample DIR` and `demo`; returns their parsers by name: both write samples, of
     the sizes that `check_sample_size` checks."""
-    sized = {
-        name: commands.add_parser(name, help=help, description=description)
-        for name, help, description in (
-            (
-                "sample",
-                "write look-alike source archives into a folder",
-                "Writes look-alike source archives of both datasets into DIR, for "
-                "`tfds build ... --manual_dir DIR`.",
-            ),
-            (
-                "demo",
-                "offline end to end: write samples, tfds build them, stream them",
-                "Offline, end to end: writes sample archives, builds them with the "
-                "real `tfds build`, and streams them with as_fast_dataset() next to the TFDS "
-                "course notebook's naive pipeline.",
-            ),
-        )
-    }
-    sample, demo_parser = sized["sample"], sized["demo"]
+    sample = commands.add_parser(
+        "sample",
+        help="write look-alike source archives into a folder",
+        description="Writes look-alike source archives of both datasets into DIR, for "
+        "`tfds build ... --manual_dir DIR`.",
+    )
     sample.add_argument(
         "folder", metavar="DIR", help="where to write the archives (created if needed)"
     )
     sample.set_defaults(run=sample_command)
+    demo_parser = commands.add_parser(
+        "demo",
+        help="offline end to end: write samples, tfds build them, stream them",
+        description="Offline, end to end: writes sample archives, builds them with the "
+        "real `tfds build`, and streams them with as_fast_dataset() next to the TFDS course "
+        "notebook's naive pipeline.",
+    )
     # --work-dir (the spelling of `fast-tfds service`); --workdir, its first spelling,
     # still works but is not shown.
     demo_parser.add_argument(
@@ -211,13 +205,13 @@ def add_commands(commands) -> dict[str, argparse.ArgumentParser]:
         "sizes (default: %(default)s, in the current folder)",
     )
     demo_parser.add_argument("--workdir", dest="work_dir", help=argparse.SUPPRESS)
-    for parser in sized.values():
+    for parser in (sample, demo_parser):
         add_sample_size_options(parser)
     demo_parser.add_argument(
         "--fresh", action="store_true", help="regenerate the sample and rebuild"
     )
     demo_parser.set_defaults(run=demo)
-    return sized
+    return {"sample": sample, "demo": demo_parser}
 
 
 def add_sample_size_options(parser: argparse.ArgumentParser) -> None:
