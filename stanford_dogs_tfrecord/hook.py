@@ -64,11 +64,7 @@ class StanfordDogsHook(dataset_hooks.DatasetHook):
     def example_parts(self, settings: Mapping[str, Any]) -> BoxParts | None:
         if not (settings["with_boxes"] or settings["crop_to_box"]):
             return None
-        return BoxParts(
-            crop_to_box=settings["crop_to_box"],
-            with_boxes=settings["with_boxes"],
-            max_boxes=settings["max_boxes"],
-        )
+        return BoxParts(**settings)  # The loader's settings: crop_to_box, with_boxes, max_boxes.
 
 
 @dataclasses.dataclass(frozen=True)
