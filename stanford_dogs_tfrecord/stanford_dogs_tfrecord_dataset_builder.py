@@ -25,11 +25,6 @@ _ANNOTATION_URL = _BASE_URL + "annotation.tar"
 _LISTS_URL = _BASE_URL + "lists.tar"
 _HOMEPAGE = _BASE_URL + "main.html"
 
-# The 120 class names (breeds.LABEL_NAMES_FILE), lowercased breed folders in sorted
-# order: the same names, in the same order, as TFDS's own stanford_dogs. Shipped,
-# never derived from the lists at build time (TFDS derives them from train_list.mat).
-_LABELS_FILE = breeds.LABEL_NAMES_FILE
-
 # Where the skips of images.tar members that are in neither list are recorded.
 UNLISTED = "unlisted"
 
@@ -63,7 +58,11 @@ class Builder(FastImageBuilder):
                     "image": self.image_feature(),
                     # e.g. 'Images/n02085620-Chihuahua/n02085620_10074.jpg'
                     "image/filename": tfds.features.Text(),
-                    "label": tfds.features.ClassLabel(names_file=str(_LABELS_FILE)),
+                    # The 120 class names, lowercased breed folders in sorted order: the
+                    # same names, in the same order, as TFDS's own stanford_dogs. Shipped,
+                    # never derived from the lists at build time (TFDS derives them from
+                    # train_list.mat).
+                    "label": tfds.features.ClassLabel(names_file=str(breeds.LABEL_NAMES_FILE)),
                     # One box per dog, in the annotation's order; most images have one.
                     "objects": tfds.features.Sequence({"bbox": tfds.features.BBoxFeature()}),
                 }
