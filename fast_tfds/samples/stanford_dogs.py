@@ -120,12 +120,7 @@ def write_stanford_dogs_archives(
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_tar(
-        folder / "images.tar",
-        "Images",
-        folders,
-        {key: data for key, data in sorted(contents.items())},
-    )
+    _write_tar(folder / "images.tar", "Images", folders, dict(sorted(contents.items())))
     _write_tar(
         folder / "annotation.tar",
         "Annotation",
