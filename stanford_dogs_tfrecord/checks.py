@@ -15,6 +15,7 @@ image or annotation file is not checked here: it is a skip.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,7 +43,6 @@ def check_sources(
       tar_members: (name, anything) of images.tar's members, as `archives.tar_members`.
       annotations: {annotation name: anything}, from annotation.tar.
     """
-    dataset = builder.name
     labels = set(builder.info.features["label"].names)
     in_tar = {image_key(member) for member, _ in tar_members} - {None}
 
@@ -58,19 +58,12 @@ def check_sources(
             unusable["not in images.tar"].append(key)
         elif annotation_name not in annotations:
             unusable["no annotation in annotation.tar"].append(key)
-    checks.require_mostly_usable(
-        dataset,
-        source=_SOURCES,
-        items="images listed in lists.tar",
-        total=len(listed),
-        unusable=unusable,
-        hint=_HINT,
+    require = functools.partial(
+        checks.require_mostly_usable, builder.name, source=_SOURCES, hint=_HINT
     )
-    checks.require_mostly_usable(
-        dataset,
-        source=_SOURCES,
+    require(items="images listed in lists.tar", total=len(listed), unusable=unusable)
+    require(
         items="images of images.tar",
         total=len(in_tar),
         unusable={"in neither train_list.mat nor test_list.mat": sorted(in_tar - set(listed))},
-        hint=_HINT,
     )
