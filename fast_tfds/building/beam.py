@@ -6,8 +6,9 @@ A build given Beam options (`tfds build ... --beam_pipeline_options=...`, or
     Create(members) ─ ParDo(read the member's bytes, make_example) ─┬─ (key, example) → TFDS writer
                                                                    └─ skipped → one JSON file
 
-where `make_example` is the same pure function the local build runs in threads
-(decode, fix the format, re-encode, resize, boxes). The driver only lists the
+where `make_example` (`examples.image_example` with the dataset's features) is the
+same pure function the local build runs in threads (decode, fix the format,
+re-encode, resize, boxes). The driver only lists the
 archive: members travel as (filename, location, extra), never as bytes, and
 each worker reads the bytes itself, by random access: a zip member by name
 (the zip's central directory is read once per worker), a tar member by its
