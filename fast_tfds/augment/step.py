@@ -74,7 +74,7 @@ def _cut_into(images, drawn, augment, seed, epoch, indices, out, scale_y, scale_
     if augment is not None and augment.strong:
         recipe.apply_into(
             images,
-            recipe.of(augment),
+            augment,
             seed,
             epoch,
             indices,
