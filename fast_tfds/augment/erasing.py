@@ -31,6 +31,7 @@ import threading
 import numpy as np
 
 from fast_tfds.augment import draws
+from fast_tfds.augment.spec import check_number
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
@@ -56,12 +57,10 @@ class Boxes:
 def check(probability, min_area=0.02, max_area=1 / 3, min_aspect=0.3) -> None:
     """One-line errors naming the field."""
     for name, value in (("erase", probability), ("min_area", min_area), ("max_area", max_area)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+        check_number(name, value, lambda v: 0 <= v <= 1, "a number in [0, 1]")
     if min_area > max_area:
         raise ValueError(f"min_area={min_area!r}: must be at most max_area={max_area!r}")
-    if isinstance(min_aspect, bool) or not isinstance(min_aspect, (int, float)) or min_aspect <= 0:
-        raise ValueError(f"min_aspect={min_aspect!r}: must be a number > 0")
+    check_number("min_aspect", min_aspect, lambda v: v > 0, "a number > 0")
 
 
 def sample(

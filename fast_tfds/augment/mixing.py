@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 from fast_tfds.augment import kernels, windows
-from fast_tfds.augment.spec import Augment
+from fast_tfds.augment.spec import Augment, check_number
 
 # The batch's key in `windows.uniforms`: a different epoch stream than the examples'
 # (bit 62 set), so batch b never shares draws with example b.
@@ -69,17 +69,9 @@ class Mix:
 
     def __post_init__(self) -> None:
         for name in ("mixup_alpha", "cutmix_alpha"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name}={value!r}: must be a number >= 0 (0 = off)")
+            check_number(name, getattr(self, name), lambda v: v >= 0, "a number >= 0 (0 = off)")
         for name in ("prob", "switch_prob", "label_smoothing"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0 <= value <= 1
-            ):
-                raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+            check_number(name, getattr(self, name), lambda v: 0 <= v <= 1, "a number in [0, 1]")
 
     @property
     def mixes(self) -> bool:

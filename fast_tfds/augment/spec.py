@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 CROPS = ("random_resized", "center", None)
 # Fields added after saved loader states existed: left out of the repr (the state's
 # key) where they are off.
 _LATER = ("rotate", "auto_augment", "num_ops", "magnitude", "erase")
+# Each number field: whether a value is in its range, and the error's words for the range.
+_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "crop_fraction": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "brightness": (lambda v: v >= 0, "a number >= 0"),
+    "contrast": (lambda v: v >= 0, "a number >= 0"),
+    "saturation": (lambda v: v >= 0, "a number >= 0"),
+    "hue": (lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
+    "rotate": (lambda v: 0 <= v <= 180, "a number of degrees in [0, 180]"),
+    "erase": (lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,29 +104,13 @@ class Augment:
             raise ValueError(f"crop={self.crop!r}: must be 'random_resized', 'center' or None")
         object.__setattr__(self, "scale", _pair("scale", self.scale, 0.0, 1.0))
         object.__setattr__(self, "ratio", _pair("ratio", self.ratio, 0.0, math.inf))
-        fraction = _number("crop_fraction", self.crop_fraction)
-        if not 0 < fraction <= 1:
-            raise ValueError(f"crop_fraction={self.crop_fraction!r}: must be in (0, 1]")
-        object.__setattr__(self, "crop_fraction", fraction)
         if not isinstance(self.flip, bool):
             raise ValueError(f"flip={self.flip!r}: must be True or False")
-        for name in ("brightness", "contrast", "saturation"):
-            value = _number(name, getattr(self, name))
-            if value < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be a number >= 0")
-            object.__setattr__(self, name, value)
-        hue = _number("hue", self.hue)
-        if not 0 <= hue <= 0.5:
-            raise ValueError(f"hue={self.hue!r}: must be a number in [0, 0.5]")
-        object.__setattr__(self, "hue", hue)
-        rotate = _number("rotate", self.rotate)
-        if not 0 <= rotate <= 180:
-            raise ValueError(f"rotate={self.rotate!r}: must be a number of degrees in [0, 180]")
-        object.__setattr__(self, "rotate", rotate)
-        erase = _number("erase", self.erase)
-        if not 0 <= erase <= 1:
-            raise ValueError(f"erase={self.erase!r}: must be a probability in [0, 1]")
-        object.__setattr__(self, "erase", erase)
+        for name, (fits, must) in _RANGES.items():
+            value = getattr(self, name)
+            number = _number(name, value)
+            check_number(name, value, fits, must)
+            object.__setattr__(self, name, number)
         self._check_policy()
 
     def _check_policy(self) -> None:
@@ -192,9 +187,16 @@ def check_augment(augment: Any) -> None:
         raise ValueError(f"augment={augment!r}: must be a fast_tfds.Augment(...) or None")
 
 
+def check_number(name: str, value: Any, fits: Callable, must: str, *, kind=(int, float)) -> None:
+    """A one-line ValueError "name=value: must be <must>" unless `value` is a `kind`, not a
+    bool, and `fits(value)` (NaN fits no range): the check of the number options of the
+    augmentation's classes."""
+    if isinstance(value, bool) or not isinstance(value, kind) or not fits(value):
+        raise ValueError(f"{name}={value!r}: must be {must}")
+
+
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r}: must be a finite number")
+    check_number(name, value, math.isfinite, "a finite number")
     return float(value)
 
 

@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.augment.spec import check_number
 
 OPS = (
     "identity",
@@ -91,10 +92,9 @@ def _signs(u: np.ndarray, ops: np.ndarray) -> np.ndarray:
 
 
 def _check_bins(num_magnitude_bins) -> int:
-    if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int):
-        raise ValueError(f"num_magnitude_bins={num_magnitude_bins!r}: must be an integer >= 2")
-    if num_magnitude_bins < 2:
-        raise ValueError(f"num_magnitude_bins={num_magnitude_bins!r}: must be an integer >= 2")
+    check_number(
+        "num_magnitude_bins", num_magnitude_bins, lambda v: v >= 2, "an integer >= 2", kind=int
+    )
     return num_magnitude_bins
 
 
@@ -130,12 +130,8 @@ class RandAugment:
     def __post_init__(self) -> None:
         bins = _check_bins(self.num_magnitude_bins)
         check_num_ops(self.num_ops)
-        m = self.magnitude
-        if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < bins:
-            raise ValueError(
-                f"magnitude={m!r}: must be an integer bin in [0, {bins - 1}] "
-                f"(num_magnitude_bins={bins})"
-            )
+        must = f"an integer bin in [0, {bins - 1}] (num_magnitude_bins={bins})"
+        check_number("magnitude", self.magnitude, lambda v: 0 <= v < bins, must, kind=int)
 
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
         u, op = choose_ops(seed, epoch, indices, self.num_ops, len(OPS))
