@@ -22,6 +22,7 @@ the parallelism).
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 from collections.abc import Sequence
 
@@ -157,8 +158,10 @@ def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter
         # per pixel and affine it commutes with the resize (and the flip) up to
         # rounding, so it runs first, on a copy (the cache is never written; and
         # OpenCV's transform runs several times slower on a strided view).
-        crop = _scratch_copy(crop)
-        cv2.transform(crop, jitter.matrix(i, crop), dst=crop)
+        copy = scratch("crop", crop.shape)
+        np.copyto(copy, crop)
+        cv2.transform(copy, jitter.matrix(i, copy), dst=copy)
+        crop = copy
         colour = False
     _resize_into(crop, out)
     if windows.flip[i]:
@@ -168,18 +171,20 @@ def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter
 
 
 _local = threading.local()
+# Large enough for most pictures and crops of a 224-px read in 4 channels: few regrow.
+_LEAST_SCRATCH = 264 * 352 * 4
 
 
-def _scratch_copy(crop: np.ndarray) -> np.ndarray:
-    """`crop` copied into this thread's reused buffer (a fresh allocation of this size
-    is a new mapping, whose page faults cost more than the copy)."""
-    size = crop.size
-    buffer = getattr(_local, "buffer", None)
+def scratch(name: str, shape: tuple[int, ...], dtype=np.uint8) -> np.ndarray:
+    """This thread's reused buffer `name` viewed as `shape` of `dtype` (a fresh allocation
+    per picture would be a new mapping, whose page faults cost more than the work). It
+    holds zeros until a caller writes it."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    buffers = _local.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(name)
     if buffer is None or buffer.size < size:
-        buffer = _local.buffer = np.empty(max(size, 256 * 342 * 3), np.uint8)
-    copy = buffer[:size].reshape(crop.shape)
-    np.copyto(copy, crop)
-    return copy
+        buffer = buffers[name] = np.zeros(max(size, _LEAST_SCRATCH), np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
 
 
 def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:

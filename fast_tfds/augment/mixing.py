@@ -27,8 +27,6 @@ of at most half a level, invisible to a model that normalizes its input); pass
 from __future__ import annotations
 
 import dataclasses
-import math
-import threading
 
 import cv2
 import numpy as np
@@ -192,24 +190,10 @@ def _mixed_targets(targets: np.ndarray, lam: float) -> np.ndarray:
 def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
     """Pictures i and B - 1 - i, each lam of itself and 1 - lam of the other."""
     a, b = out[i], out[len(out) - 1 - i]
-    blended = _scratch(a.shape, a.dtype)
+    blended = kernels.scratch("blend", a.shape, a.dtype)
     cv2.addWeighted(b, lam, a, 1 - lam, 0, dst=blended)
     cv2.addWeighted(a, lam, b, 1 - lam, 0, dst=a)
     np.copyto(b, blended)
-
-
-_local = threading.local()
-
-
-def _scratch(shape, dtype) -> np.ndarray:
-    """This thread's reused buffer viewed as `shape` (a picture's copy per pair is
-    past malloc's mmap threshold: a fresh mapping, page faults included, each time)."""
-    dtype = np.dtype(dtype)
-    size = math.prod(shape) * dtype.itemsize
-    buffer = getattr(_local, "buffer", None)
-    if buffer is None or buffer.size < size:
-        buffer = _local.buffer = np.empty(size, np.uint8)
-    return buffer[:size].view(dtype).reshape(shape)
 
 
 def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads):

@@ -45,9 +45,7 @@ Everything per picture is OpenCV (the GIL released), in the threads of `kernels`
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
-import threading
 from collections.abc import Callable, Sequence
 
 import cv2
@@ -312,12 +310,12 @@ def _warp(
     height, width = out.shape[:2]
     y0, y1, x0, x1 = box
     if shrunk:
-        region = _scratch("shrunk", (height, width, 3))
+        region = kernels.scratch("shrunk", (height, width, 3))
         kernels._resize_into(picture[y0:y1, x0:x1], region)
     else:
         region = picture[y0:y1, x0:x1]
     h, w = region.shape[:2]
-    source = _scratch("source", (h + 2, w + 2, 4))
+    source = kernels.scratch("source", (h + 2, w + 2, 4))
     cv2.cvtColor(region, cv2.COLOR_RGB2RGBA, dst=source[1:-1, 1:-1])
     source[0, 1:-1], source[-1, 1:-1] = source[1, 1:-1], source[-2, 1:-1]
     source[:, 0], source[:, -1] = source[:, 1], source[:, -2]
@@ -335,7 +333,7 @@ def _warp(
         np.minimum(alpha[1], top_in, out=alpha[1])
     if bottom_in < 255:
         np.minimum(alpha[-2], bottom_in, out=alpha[-2])
-    warped = _scratch("warped", (height, width, 4))
+    warped = kernels.scratch("warped", (height, width, 4))
     cv2.warpAffine(
         source,
         opencv,
@@ -357,7 +355,7 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
     y0, y1, x0, x1 = box
     steps = batch.steps[i]
     if batch.shifted is not None and batch.shifted[i]:
-        crop = _scratch("shifted", out.shape)
+        crop = kernels.scratch("shifted", out.shape)
         kernels._resize_into(picture[y0:y1, x0:x1], crop)
         if batch.flip[i]:
             cv2.flip(crop, 1, dst=crop)
@@ -366,7 +364,7 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
             # The first fill step, first: its bands are those just painted.
             steps = steps[1:]
     elif batch.warped[i]:
-        mask = _scratch("mask", out.shape[:2])
+        mask = kernels.scratch("mask", out.shape[:2])
         edges = batch.edges[i].tolist()
         blank = steps[0].op is None  # the fill comes first
         _warp(picture, batch.opencv[i], bool(batch.shrunk[i]), box, edges, out, mask, blank)
@@ -383,9 +381,6 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
             _fill(out, step.remaining, fill)
     if batch.erase is not None:
         erasing.erase_into(out, batch.erase, i)
-
-
-_local = threading.local()
 
 
 def _whole_shift(total: np.ndarray) -> tuple[int, int] | None:
@@ -430,13 +425,9 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         rows, columns = _spans(int(t[1]), height)[0], _spans(int(t[0]), width)[0]
         _paint_outside(out, rows, columns, fill)
         return
-    frame = getattr(_local, "frame", None)
-    if frame is None or frame.shape != (height, width):
-        frame = _local.frame = np.zeros((height, width), np.uint8)
-        _local.mask = np.empty((height, width), np.uint8)
-    mask = _local.mask
+    mask = kernels.scratch("fill mask", (height, width))
     cv2.warpAffine(
-        frame,
+        kernels.scratch("blank frame", (height, width)),  # never written: all zeros
         remaining,
         (width, height),
         dst=mask,
@@ -445,16 +436,3 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         borderValue=255,
     )
     cv2.copyTo(fill, mask, out)
-
-
-def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """This thread's reused buffer `name` viewed as `shape` (a fresh allocation per
-    picture would be a new mapping, whose page faults cost more than the work)."""
-    size = math.prod(shape)
-    buffers = getattr(_local, "buffers", None)
-    if buffers is None:
-        buffers = _local.buffers = {}
-    buffer = buffers.get(name)
-    if buffer is None or buffer.size < size:
-        buffer = buffers[name] = np.empty(max(size, 264 * 352 * 4), np.uint8)
-    return buffer[:size].reshape(shape)
