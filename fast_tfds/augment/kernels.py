@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from fast_tfds.augment import affine
 from fast_tfds.augment.windows import Windows
 from fast_tfds.core import jpeg_blocks
 
@@ -77,8 +78,7 @@ def source_boxes(pictures, windows: Windows, scale_y=None, scale_x=None) -> np.n
     """[n, 4] int64 (y0, y1, x0, x1): each window in whole pixels of its picture,
     at least one pixel, inside the picture."""
     n = len(windows)
-    sy = np.ones(n) if scale_y is None else np.broadcast_to(np.asarray(scale_y, np.float64), n)
-    sx = np.ones(n) if scale_x is None else np.broadcast_to(np.asarray(scale_x, np.float64), n)
+    sy, sx = affine.per_example(scale_y, n), affine.per_example(scale_x, n)
     heights = np.array([p.shape[0] for p in pictures], np.int64)
     widths = np.array([p.shape[1] for p in pictures], np.int64)
     y0 = np.clip(np.round(windows.top * sy), 0, heights - 1).astype(np.int64)

@@ -126,16 +126,7 @@ def plan(
     if len(recipes) != n or len(pictures) != n:
         raise ValueError(f"{len(pictures)} pictures, {n} windows, {len(recipes)} recipes")
     height, width = output_size
-    base = affine.window_matrices(
-        windows.top,
-        windows.left,
-        windows.height,
-        windows.width,
-        windows.flip,
-        output_size,
-        scale_y,
-        scale_x,
-    )
+    base = affine.window_matrices(windows, output_size, scale_y, scale_x)
     totals = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
     warped = np.zeros(n, bool)
     shifted = np.zeros(n, bool)
@@ -246,9 +237,7 @@ def _copy_maps(matrices: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, outp
     to_copy[:, 0, 0], to_copy[:, 1, 1], to_copy[:, 2, 2] = fx, fy, 1.0
     # Picture pixel p -> (p - x0) * fx, then + 1 for the ring.
     to_copy[:, 0, 2], to_copy[:, 1, 2] = 1.0 - x0 * fx, 1.0 - y0 * fy
-    m = to_copy @ matrices
-    a, t = m[:, :2, :2], m[:, :2, 2]
-    return np.concatenate([a, (t + a @ affine._HALF - affine._HALF)[:, :, None]], axis=2)
+    return affine.to_opencv(to_copy @ matrices)
 
 
 def apply_into(
