@@ -32,6 +32,7 @@ import numpy as np
 
 from fast_tfds.augment import draws
 from fast_tfds.augment.spec import check_number
+from fast_tfds.augment.windows import Rectangles
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
@@ -42,15 +43,11 @@ _field_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
-class Boxes:
+class Boxes(Rectangles):
     """int64 [n] each: top, left, height, width; height 0 where nothing is erased.
     seeds: int64 [n], below 2**31, each box's pixel values' seed (where its run of
     `field()` starts)."""
 
-    top: np.ndarray
-    left: np.ndarray
-    height: np.ndarray
-    width: np.ndarray
     seeds: np.ndarray
 
 
@@ -120,10 +117,9 @@ def field() -> np.ndarray:
 def erase_into(out: np.ndarray, boxes: Boxes, i: int) -> None:
     """Fills example i's box of its picture `out` ([H, W, 3] uint8) with its random
     pixels: the run of `field()` at the offset its seed gives (one copy)."""
-    h, w = int(boxes.height[i]), int(boxes.width[i])
+    top, left, h, w = boxes.window(i)
     if h == 0:
         return
-    top, left = int(boxes.top[i]), int(boxes.left[i])
     values = field()
     start = int(boxes.seeds[i]) % (len(values) - h * w + 1)
     np.copyto(out[top : top + h, left : left + w], values[start : start + h * w].reshape(h, w, 3))

@@ -33,23 +33,14 @@ DRAWS = 2 * TRIES + 7
 
 
 @dataclasses.dataclass(frozen=True)
-class Windows:
-    """One batch's choices, each an array with one value per example.
-
-    top, left, height, width: int64, the crop in the picture's pixels.
-    flip: bool, mirror left-right. brightness, contrast, saturation: float32
-    factors (1 = unchanged); hue: float32 shift in turns (0 = unchanged).
-    """
+class Rectangles:
+    """A rectangle per example: top, left, height, width, int64 arrays (the crop windows
+    here, the erased boxes of `fast_tfds.augment.erasing`)."""
 
     top: np.ndarray
     left: np.ndarray
     height: np.ndarray
     width: np.ndarray
-    flip: np.ndarray
-    brightness: np.ndarray
-    contrast: np.ndarray
-    saturation: np.ndarray
-    hue: np.ndarray
 
     def __len__(self) -> int:
         return len(self.top)
@@ -57,6 +48,22 @@ class Windows:
     def window(self, i: int) -> tuple[int, int, int, int]:
         """(top, left, height, width) of example i, as plain ints."""
         return (int(self.top[i]), int(self.left[i]), int(self.height[i]), int(self.width[i]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Windows(Rectangles):
+    """One batch's choices, each an array with one value per example.
+
+    top, left, height, width: int64, the crop in the picture's pixels.
+    flip: bool, mirror left-right. brightness, contrast, saturation: float32
+    factors (1 = unchanged); hue: float32 shift in turns (0 = unchanged).
+    """
+
+    flip: np.ndarray
+    brightness: np.ndarray
+    contrast: np.ndarray
+    saturation: np.ndarray
+    hue: np.ndarray
 
     def jittered(self, i: int) -> bool:
         """Whether example i's colours change."""
