@@ -61,6 +61,15 @@ OPS = (
     "translate_y",
 )
 _ENHANCE = ("color", "contrast", "brightness", "sharpness")
+# A config string's numeric sections: the field each sets and how its text reads ("inc"
+# is read apart: any text turns it on).
+_SECTIONS = {
+    "mstd": ("magnitude_std", lambda text: math.inf if float(text) > 100 else float(text)),
+    "mmax": ("magnitude_max", lambda text: float(int(text))),
+    "m": ("magnitude", lambda text: float(int(text))),
+    "n": ("num_ops", int),
+    "p": ("prob", float),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,28 +103,18 @@ class RandAugment:
             if len(parts) < 2:  # timm skips a section without a number
                 continue
             key, value = parts[:2]
+            if key == "inc":
+                fields["increasing"] = fields.get("increasing", False) or bool(value)
+                continue
+            if key not in _SECTIONS:
+                raise ValueError(
+                    f"auto_augment={config!r}: unknown section {section!r}: sections must "
+                    "be m, n, mstd, mmax, inc or p (timm's RandAugment's)"
+                )
+            field, read = _SECTIONS[key]
             try:
-                if key == "mstd":
-                    std = float(value)
-                    fields["magnitude_std"] = math.inf if std > 100 else std
-                elif key == "mmax":
-                    fields["magnitude_max"] = float(int(value))
-                elif key == "inc":
-                    fields["increasing"] = fields.get("increasing", False) or bool(value)
-                elif key == "m":
-                    fields["magnitude"] = float(int(value))
-                elif key == "n":
-                    fields["num_ops"] = int(value)
-                elif key == "p":
-                    fields["prob"] = float(value)
-                else:
-                    raise ValueError(
-                        f"auto_augment={config!r}: unknown section {section!r}: sections must "
-                        "be m, n, mstd, mmax, inc or p (timm's RandAugment's)"
-                    )
-            except ValueError as error:
-                if "unknown section" in str(error):
-                    raise
+                fields[field] = read(value)
+            except ValueError:
                 raise ValueError(
                     f"auto_augment={config!r}: section {section!r} must be a number"
                 ) from None

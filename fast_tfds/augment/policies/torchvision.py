@@ -86,9 +86,12 @@ def arguments(ops: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     return args
 
 
-def _signs(u: np.ndarray, ops: np.ndarray) -> np.ndarray:
+def _drawn(u: np.ndarray, ops: np.ndarray, magnitude: np.ndarray) -> Drawn:
+    """The chosen `ops` at their table's `magnitude`, a signed op's negated where its sign
+    column u[..., 3] is below one half; every op applied."""
     signed = np.isin(ops, [OPS.index(n) for n in _SIGNED])
-    return np.where(signed & (u < 0.5), -1.0, 1.0)
+    magnitude = magnitude * np.where(signed & (u[..., 3] < 0.5), -1.0, 1.0)
+    return Drawn(OPS, ops, magnitude, arguments(ops, magnitude), np.ones(ops.shape, bool))
 
 
 def _check_bins(num_magnitude_bins) -> int:
@@ -113,8 +116,7 @@ class TrivialAugmentWide:
         u, op = choose_ops(seed, epoch, indices, 1, len(OPS))
         bins = self.num_magnitude_bins
         level = np.minimum(np.floor(u[..., 1] * bins), bins - 1).astype(np.int64)
-        magnitude = tables(bins, output_size, wide=True)[op, level] * _signs(u[..., 3], op)
-        return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
+        return _drawn(u, op, tables(bins, output_size, wide=True)[op, level])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,5 +138,4 @@ class RandAugment:
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
         u, op = choose_ops(seed, epoch, indices, self.num_ops, len(OPS))
         table = tables(self.num_magnitude_bins, output_size, wide=False)[:, self.magnitude]
-        magnitude = table[op] * _signs(u[..., 3], op)
-        return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
+        return _drawn(u, op, table[op])
