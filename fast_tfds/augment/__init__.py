@@ -13,7 +13,8 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
 The stronger recipes (`Augment`'s rotate=, auto_augment=, erase=), served by the same
 step (`step`) when a recipe has any of them:
 
-- `ops`: the policies' ops, one per module (pixel ops, and geometric ops as matrices).
+- `ops`: the policies' ops, grouped by what they compute (pixel ops, and geometric ops
+  as matrices).
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
 - `erasing`: timm's random erasing.
