@@ -3,8 +3,9 @@ a uniform rotation, an automatic-augmentation policy and random erasing, all dra
 from (seed, epoch, example), served by the warp kernel.
 
 `apply_into` reads `Augment`'s fields (rotate=, auto_augment=, erase=); the serving
-step (`fast_tfds.augment.step`) calls it for a recipe that has any of them, and
-`kernels.apply_into` for the classic one.
+step (`fast_tfds.augment.step`) calls it for every batch cut from whole pictures, and a
+recipe without any of them (not `Augment.strong`, or None) goes to the classic kernel,
+`kernels.apply_into`.
 
 The order is torchvision's and timm's: crop + resize, flip, colour jitter, rotation,
 the policy's ops, erasing (timm erases last, after normalization).
@@ -29,7 +30,7 @@ def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
 
 def apply_into(
     pictures: Sequence[np.ndarray],
-    augment: Augment,
+    augment: Augment | None,
     seed: int,
     epoch: int,
     indices,
@@ -42,15 +43,20 @@ def apply_into(
 ) -> np.ndarray:
     """Examples `indices` of `epoch` into `out` ([B, H, W, 3] uint8) from their decoded
     pictures, by `augment`'s crop, flip and colour jitter, then its rotation, its policy
-    (`Augment.policy`) and its erasing. drawn: the batch's windows, if the caller drew
-    them already (default: drawn in the pictures' own sizes); scale_y, scale_x: from
-    the sizes they were drawn for to the pictures' pixels, as in `kernels`."""
+    (`Augment.policy`) and its erasing (without these, `kernels.apply_into`). drawn:
+    the batch's windows, if the caller drew them already (default: drawn in the
+    pictures' own sizes); scale_y, scale_x: from the sizes they were drawn for to the
+    pictures' pixels, as in `kernels`."""
     indices = np.asarray(indices).reshape(-1)
     size = out.shape[1:3]
     if drawn is None:
         heights = [p.shape[0] for p in pictures]
         widths = [p.shape[1] for p in pictures]
         drawn = windows.sample(augment, seed, epoch, indices, heights, widths, size)
+    if augment is None or not augment.strong:
+        return kernels.apply_into(
+            pictures, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads
+        )
     steps: list[list[tuple]] = [[] for _ in range(len(indices))]
     if drawn.jittered_mask.any():
         jitter = kernels.Jitter(drawn)

@@ -26,11 +26,9 @@ import numpy as np
 
 from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.augment.spec import Augment
+from fast_tfds.augment.windows import NO_AUGMENT
 from fast_tfds.cache.pictures import PictureCache
 from fast_tfds.core import jpeg_blocks
-
-# The whole picture, resized; no randomness (reading through a cache without augment=).
-NO_AUGMENT = Augment(crop=None, flip=False)
 
 
 def serve_into(
@@ -62,33 +60,18 @@ def serve_into(
     images = [pictures.images.image(int(s)) for s in slots]
     scale_y = layout.heights[slots] / pictures.reference_heights[slots]
     scale_x = layout.widths[slots] / pictures.reference_widths[slots]
-    return _cut_into(
-        images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads
+    return recipe.apply_into(
+        images,
+        augment,
+        seed,
+        epoch,
+        indices,
+        out,
+        scale_y=scale_y,
+        scale_x=scale_x,
+        num_threads=num_threads,
+        drawn=drawn,
     )
-
-
-def _cut_into(images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads=1):
-    """Cuts `drawn`'s windows of whole `images` (stored or decoded pictures, whose pixels
-    are `scale_y`, `scale_x` times the reference's) into `out`: by the strong recipe when
-    `augment` asks for one, else by the plain kernels. Returns `out`."""
-    if augment is not None and augment.strong:
-        recipe.apply_into(
-            images,
-            augment,
-            seed,
-            epoch,
-            indices,
-            out,
-            scale_y=scale_y,
-            scale_x=scale_x,
-            num_threads=num_threads,
-            drawn=drawn,
-        )
-        return out
-    kernels.apply_into(
-        images, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads
-    )
-    return out
 
 
 def decode_into(
@@ -109,13 +92,7 @@ def decode_into(
     its example. Returns `out`."""
     references = np.asarray(references, np.int64).reshape(-1, 4)
     drawn = windows.sample(
-        augment or NO_AUGMENT,
-        seed,
-        epoch,
-        indices,
-        references[:, 2],
-        references[:, 3],
-        out.shape[1:3],
+        augment, seed, epoch, indices, references[:, 2], references[:, 3], out.shape[1:3]
     )
     if augment is not None and augment.strong:
         return _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn)
@@ -152,7 +129,9 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
     moved = dataclasses.replace(drawn, top=top, left=left)
-    return _cut_into(images, moved, augment, seed, epoch, indices, out, scale_y, scale_x)
+    return recipe.apply_into(
+        images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=moved
+    )
 
 
 def windows_of(
@@ -168,7 +147,7 @@ def windows_of(
     (default: the store's), in reference pixels."""
     slots = np.asarray(slots, np.int64).reshape(-1)
     return windows.sample(
-        augment or NO_AUGMENT,
+        augment,
         seed,
         epoch,
         indices,

@@ -31,6 +31,10 @@ _TOP, _LEFT, _FLIP = 2 * TRIES, 2 * TRIES + 1, 2 * TRIES + 2
 _BRIGHTNESS, _CONTRAST, _SATURATION, _HUE = range(2 * TRIES + 3, 2 * TRIES + 7)
 DRAWS = 2 * TRIES + 7
 
+# The whole picture, resized; no randomness (what `augment=None` draws: a read through a
+# cache without augment=).
+NO_AUGMENT = Augment(crop=None, flip=False)
+
 
 @dataclasses.dataclass(frozen=True)
 class Rectangles:
@@ -84,7 +88,7 @@ def uniforms(seed: int, epoch: int, indices, draws: int = DRAWS) -> np.ndarray:
 
 
 def sample(
-    augment: Augment,
+    augment: Augment | None,
     seed: int,
     epoch: int,
     indices,
@@ -96,8 +100,9 @@ def sample(
 
     `heights`, `widths`: the size of each example's picture (what the window is cut
     from); `output_size` (height, width): only the center crop uses it, for its
-    aspect ratio.
+    aspect ratio. `augment` None: `NO_AUGMENT`.
     """
+    augment = augment or NO_AUGMENT
     heights = np.asarray(heights, np.int64).reshape(-1)
     widths = np.asarray(widths, np.int64).reshape(-1)
     n = len(heights)
