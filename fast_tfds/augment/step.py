@@ -55,11 +55,13 @@ def serve_into(
         # (the slots are checked above).
         np.take(pictures.rows(), slots, axis=0, out=out, mode="clip")
         return out
-    drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
+    # The windows are drawn in the reference sizes, and scaled to the stored pictures'.
+    heights, widths = pictures.reference_heights[slots], pictures.reference_widths[slots]
+    drawn = windows.sample(augment, seed, epoch, indices, heights, widths, out.shape[1:3])
     layout = pictures.images.layout
     images = [pictures.images.image(int(s)) for s in slots]
-    scale_y = layout.heights[slots] / pictures.reference_heights[slots]
-    scale_x = layout.widths[slots] / pictures.reference_widths[slots]
+    scale_y = layout.heights[slots] / heights
+    scale_x = layout.widths[slots] / widths
     return recipe.apply_into(
         images,
         augment,
@@ -131,29 +133,6 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
     moved = dataclasses.replace(drawn, top=top, left=left)
     return recipe.apply_into(
         images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=moved
-    )
-
-
-def windows_of(
-    pictures: PictureCache,
-    slots,
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
-    output_size=None,
-):
-    """The windows of `slots` (drawn as examples `indices`) for batches of `output_size`
-    (default: the store's), in reference pixels."""
-    slots = np.asarray(slots, np.int64).reshape(-1)
-    return windows.sample(
-        augment,
-        seed,
-        epoch,
-        indices,
-        pictures.reference_heights[slots],
-        pictures.reference_widths[slots],
-        pictures.output_size if output_size is None else tuple(output_size),
     )
 
 
