@@ -129,7 +129,7 @@ def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None
     (`jitter`: the batch's `Jitter`, made here if not given)."""
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
-    if windows.jittered(i):
+    if windows.jittered_mask[i]:
         jitter = jitter or Jitter(windows)
         cv2.transform(out, jitter.matrix(i, out), dst=out)
 

@@ -69,10 +69,6 @@ class Windows(Rectangles):
     saturation: np.ndarray
     hue: np.ndarray
 
-    def jittered(self, i: int) -> bool:
-        """Whether example i's colours change."""
-        return bool(self.jittered_mask[i])
-
     @property
     def jittered_mask(self) -> np.ndarray:
         """bool [n]: whose colours change."""
