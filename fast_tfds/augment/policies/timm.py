@@ -39,6 +39,7 @@ import re
 import numpy as np
 
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.augment.spec import check_number
 
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitude 10 is each op's full range
 IMAGENET_MEAN_FILL = (124, 116, 104)  # round(255 * (0.485, 0.456, 0.406))
@@ -86,10 +87,8 @@ class RandAugment:
 
     def __post_init__(self) -> None:
         check_num_ops(self.num_ops)
-        if not 0 <= self.prob <= 1:
-            raise ValueError(f"prob={self.prob!r}: must be in [0, 1]")
-        if self.magnitude_std < 0:
-            raise ValueError(f"magnitude_std={self.magnitude_std!r}: must be >= 0")
+        check_number("prob", self.prob, lambda v: 0 <= v <= 1, "in [0, 1]")
+        check_number("magnitude_std", self.magnitude_std, lambda v: v >= 0, ">= 0")
 
     @classmethod
     def parse(cls, config: str) -> RandAugment:
