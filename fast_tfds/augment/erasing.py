@@ -26,7 +26,7 @@ picture, under 1% of a box's pixels on average).
 from __future__ import annotations
 
 import dataclasses
-import threading
+import functools
 
 import numpy as np
 
@@ -38,8 +38,6 @@ MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
 FIELD = 1 << 20  # pixels drawn once; a box takes a run of them
 _FIELD_SEED = 0x5EED_E7A5E
-_field: np.ndarray | None = None
-_field_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,18 +98,14 @@ def sample(
     )
 
 
+@functools.cache
 def field() -> np.ndarray:
-    """uint8 [FIELD, 3]: the values boxes copy, drawn on first use (read-only)."""
-    global _field
-    if _field is not None:
-        return _field
-    with _field_lock:
-        if _field is None:
-            z = np.random.Generator(np.random.PCG64(_FIELD_SEED)).standard_normal((FIELD, 3))
-            values = np.clip(np.rint(MEAN + STD * z), 0, 255).astype(np.uint8)
-            values.setflags(write=False)
-            _field = values
-        return _field
+    """uint8 [FIELD, 3]: the values boxes copy, drawn on first use (read-only; threads that
+    ask first at once may each draw it, the same values, and one is kept)."""
+    z = np.random.Generator(np.random.PCG64(_FIELD_SEED)).standard_normal((FIELD, 3))
+    values = np.clip(np.rint(MEAN + STD * z), 0, 255).astype(np.uint8)
+    values.setflags(write=False)
+    return values
 
 
 def erase_into(out: np.ndarray, boxes: Boxes, i: int) -> None:
