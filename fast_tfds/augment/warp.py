@@ -73,8 +73,6 @@ class Step:
 class Plan:
     """A batch's per-example maps and steps (see the module's docstring).
 
-    matrices: [n, 3, 3] output pixel -> cached picture pixel (PIL coordinates).
-    scales: [n, 2] (x, y) cached picture pixels per output pixel of the crop.
     warped: bool [n], geometry beyond crop and flip.
     boxes: [n, 4] (y0, y1, x0, x1) whole-pixel windows, for the unwarped path.
     flip: bool [n]. steps: per example, its `Step`s in order. fill: the RGB fill.
@@ -89,8 +87,6 @@ class Plan:
     frame mask.
     """
 
-    matrices: np.ndarray
-    scales: np.ndarray
     warped: np.ndarray
     boxes: np.ndarray
     flip: np.ndarray
@@ -104,7 +100,7 @@ class Plan:
     edges: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.matrices)
+        return len(self.flip)
 
 
 def plan(
@@ -167,8 +163,6 @@ def plan(
     boxes = kernels.source_boxes(pictures, windows, scale_y, scale_x)
     shrunk = scales.max(axis=1) > AREA_SHRINK
     return Plan(
-        matrices=matrices,
-        scales=scales,
         warped=warped,
         boxes=boxes,
         flip=np.asarray(windows.flip, bool),
@@ -343,7 +337,7 @@ def _warp(
 def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -> None:
     y0, y1, x0, x1 = box
     steps = batch.steps[i]
-    if batch.shifted is not None and batch.shifted[i]:
+    if batch.shifted[i]:
         crop = kernels.scratch("shifted", out.shape)
         kernels._resize_into(picture[y0:y1, x0:x1], crop)
         if batch.flip[i]:
