@@ -111,27 +111,11 @@ class Augment:
             number = _number(name, value)
             check_number(name, value, fits, must)
             object.__setattr__(self, name, number)
-        self._check_policy()
+        # auto_augment names a policy; num_ops and magnitude only where it takes them.
+        from fast_tfds.augment import policies  # policies' draws import this module
 
-    def _check_policy(self) -> None:
-        """auto_augment names a policy; num_ops and magnitude only where it takes them."""
-        name = self.auto_augment
-        for field in ("num_ops", "magnitude"):
-            value = getattr(self, field)
-            if value is None or name == "rand_augment":
-                continue
-            if name is None:
-                why = "no policy is on"
-            elif isinstance(name, str) and name.startswith("rand"):
-                why = "a timm config string holds its own, e.g. 'rand-m9-n2'"
-            else:
-                why = f"{name} draws its own"
-            raise ValueError(
-                f"{field}={value!r}: must be left out: only auto_augment='rand_augment' "
-                f"takes {field} ({why})"
-            )
-        if name is not None:
-            self.policy()  # the policy's own one-line errors
+        policies.check_options(self.auto_augment, self._policy_options())
+        self.policy()  # the policy's own one-line errors
 
     @property
     def strong(self) -> bool:
@@ -144,10 +128,12 @@ class Augment:
             return None
         from fast_tfds.augment import policies  # policies' draws import this module
 
+        return policies.parse(self.auto_augment, **self._policy_options())
+
+    def _policy_options(self) -> dict[str, int]:
+        """num_ops= and magnitude=, where given."""
         options = {k: getattr(self, k) for k in ("num_ops", "magnitude")}
-        return policies.parse(
-            self.auto_augment, **{k: v for k, v in options.items() if v is not None}
-        )
+        return {k: v for k, v in options.items() if v is not None}
 
     def __repr__(self) -> str:
         shown = [
