@@ -123,6 +123,11 @@ class Jitter:
         matrix[:, 3] = self.offset[i] * grey
         return matrix
 
+    def apply(self, i: int, image: np.ndarray, argument: float = 0.0) -> None:
+        """Example i's map on its cut picture `image`, in place (`functools.partial(
+        jitter.apply, i)` is a pixel step of the warp kernel, whose ops take an argument)."""
+        cv2.transform(image, self.matrix(i, image), dst=image)
+
 
 def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None = None) -> None:
     """Flip and jitter of example i on its already cropped and resized picture `out`
@@ -130,8 +135,7 @@ def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
     if windows.jittered_mask[i]:
-        jitter = jitter or Jitter(windows)
-        cv2.transform(out, jitter.matrix(i, out), dst=out)
+        (jitter or Jitter(windows)).apply(i, out)
 
 
 def jitter_into(
@@ -160,14 +164,14 @@ def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter
         # OpenCV's transform runs several times slower on a strided view).
         copy = scratch("crop", crop.shape)
         np.copyto(copy, crop)
-        cv2.transform(copy, jitter.matrix(i, copy), dst=copy)
+        jitter.apply(i, copy)
         crop = copy
         colour = False
     _resize_into(crop, out)
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
     if colour:
-        cv2.transform(out, jitter.matrix(i, out), dst=out)
+        jitter.apply(i, out)
 
 
 _local = threading.local()

@@ -13,9 +13,9 @@ the policy's ops, erasing (timm erases last, after normalization).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
 from fast_tfds.augment import draws, erasing, kernels, warp, windows
@@ -61,7 +61,7 @@ def apply_into(
     if drawn.jittered_mask.any():
         jitter = kernels.Jitter(drawn)
         for i in np.flatnonzero(drawn.jittered_mask):
-            steps[i].append((_Jitter(jitter, int(i)), 0.0))
+            steps[i].append((functools.partial(jitter.apply, int(i)), 0.0))
     if augment.rotate:
         for i, angle in enumerate(angles(augment.rotate, seed, epoch, indices).tolist()):
             steps[i].append(("rotate", angle))
@@ -76,13 +76,3 @@ def apply_into(
         pictures, drawn, steps, size, fill=fill, scale_y=scale_y, scale_x=scale_x, erase=boxes
     )
     return warp.apply_into(pictures, plan, out, num_threads=num_threads)
-
-
-class _Jitter:
-    """Example i's colour jitter as a pixel step (its map needs the cut picture's mean)."""
-
-    def __init__(self, jitter: kernels.Jitter, i: int):
-        self.jitter, self.i = jitter, i
-
-    def __call__(self, image: np.ndarray, argument: float = 0.0) -> None:
-        cv2.transform(image, self.jitter.matrix(self.i, image), dst=image)
