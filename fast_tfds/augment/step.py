@@ -96,12 +96,15 @@ def decode_into(
     drawn = windows.sample(
         augment, seed, epoch, indices, references[:, 2], references[:, 3], out.shape[1:3]
     )
+    # The windows moved from the reference to the stored picture's pixels.
+    moved = dataclasses.replace(
+        drawn, top=drawn.top + references[:, 0], left=drawn.left + references[:, 1]
+    )
     if augment is not None and augment.strong:
-        return _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn)
+        return _decode_strong_into(jpegs, augment, seed, epoch, indices, out, moved)
     jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
     for i, data in enumerate(jpegs):
-        top, left, height, width = drawn.window(i)
-        crop = (int(references[i, 0]) + top, int(references[i, 1]) + left, height, width)
+        crop = moved.window(i)
         try:
             jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
         except (OSError, ValueError) as err:
@@ -110,18 +113,16 @@ def decode_into(
     return out
 
 
-def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn):
+def _decode_strong_into(jpegs, augment, seed, epoch, indices, out, drawn):
     """`decode_into` for a strong recipe: each picture decoded whole at the DCT scale at
     which its window covers the output, then the warp kernel cuts it as it cuts a
-    stored picture (windows moved from the reference to the stored picture's pixels,
-    and scaled to the decoded ones)."""
+    stored picture (`drawn`: the windows in the stored picture's pixels, scaled to the
+    decoded ones)."""
     n = len(jpegs)
     images = []
     scale_y, scale_x = np.ones(n), np.ones(n)
-    top = drawn.top + references[:, 0]
-    left = drawn.left + references[:, 1]
     for i, data in enumerate(jpegs):
-        window = (int(top[i]), int(left[i]), int(drawn.height[i]), int(drawn.width[i]))
+        window = drawn.window(i)
         try:
             image, _, (height, width) = jpeg_blocks.decode_covering(
                 data, out.shape[1:3], lambda _h, _w, window=window: window
@@ -130,9 +131,8 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
             raise decode_error(indices[i], err) from None
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
-    moved = dataclasses.replace(drawn, top=top, left=left)
     return recipe.apply_into(
-        images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=moved
+        images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=drawn
     )
 
 
