@@ -1,9 +1,9 @@
 """Random erasing as timm's `RandomErasing(probability, mode="pixel")`, on uint8 outputs.
 
 Per picture, from (seed, epoch, example) (`draws.ERASE`): with `probability`, up to 10
-tries of a box whose area is uniform in [min_area, max_area] of the picture's (0.02 -
-1/3) and whose aspect (height / width, as timm's) is log-uniform in [min_aspect,
-1 / min_aspect] (0.3 - 3.3); h = round(sqrt(area * aspect)), w = round(sqrt(area /
+tries of a box whose area is uniform in [MIN_AREA, MAX_AREA] of the picture's (0.02 -
+1/3) and whose aspect (height / width, as timm's) is log-uniform in [MIN_ASPECT,
+1 / MIN_ASPECT] (0.3 - 3.3); h = round(sqrt(area * aspect)), w = round(sqrt(area /
 aspect)); the first that fits strictly inside (h < H, w < W) is placed at a uniform
 position (top in 0 .. H - h inclusive, as Python's randint) and filled with per-pixel
 random values; none fits: nothing is erased. One box (timm's max_count 1).
@@ -36,6 +36,10 @@ from fast_tfds.augment.windows import Rectangles
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
+# timm's box: 2 - 33% of the picture's area, aspect (height / width) 0.3 - 3.3.
+MIN_AREA = 0.02
+MAX_AREA = 1 / 3
+MIN_ASPECT = 0.3
 FIELD = 1 << 20  # pixels drawn once; a box takes a run of them
 _FIELD_SEED = 0x5EED_E7A5E
 
@@ -49,34 +53,15 @@ class Boxes(Rectangles):
     seeds: np.ndarray
 
 
-def check(probability, min_area=0.02, max_area=1 / 3, min_aspect=0.3) -> None:
-    """One-line errors naming the field."""
-    for name, value in (("erase", probability), ("min_area", min_area), ("max_area", max_area)):
-        check_number(name, value, lambda v: 0 <= v <= 1, "a number in [0, 1]")
-    if min_area > max_area:
-        raise ValueError(f"min_area={min_area!r}: must be at most max_area={max_area!r}")
-    check_number("min_aspect", min_aspect, lambda v: v > 0, "a number > 0")
-
-
-def sample(
-    probability: float,
-    seed: int,
-    epoch: int,
-    indices,
-    output_size: tuple[int, int],
-    *,
-    min_area: float = 0.02,
-    max_area: float = 1 / 3,
-    min_aspect: float = 0.3,
-) -> Boxes:
+def sample(probability: float, seed: int, epoch: int, indices, output_size) -> Boxes:
     """Each example's box in an output of `output_size` (height, width)."""
-    check(probability, min_area, max_area, min_aspect)
+    check_number("erase", probability, lambda v: 0 <= v <= 1, "a number in [0, 1]")
     height, width = output_size
     u = draws.block(seed, epoch, indices, draws.ERASE, draws.ERASE_DRAWS)
     n, tries = len(u), draws.ERASE_TRIES
     tried = u[:, 1 : 1 + 4 * tries].reshape(n, tries, 4)
-    area = (min_area + tried[..., 0] * (max_area - min_area)) * (height * width)
-    log_low, log_high = np.log(min_aspect), np.log(1 / min_aspect)
+    area = (MIN_AREA + tried[..., 0] * (MAX_AREA - MIN_AREA)) * (height * width)
+    log_low, log_high = np.log(MIN_ASPECT), np.log(1 / MIN_ASPECT)
     aspect = np.exp(log_low + tried[..., 1] * (log_high - log_low))
     h = np.round(np.sqrt(area * aspect)).astype(np.int64)
     w = np.round(np.sqrt(area / aspect)).astype(np.int64)
