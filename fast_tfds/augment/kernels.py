@@ -138,21 +138,6 @@ def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None
         (jitter or Jitter(windows)).apply(i, out)
 
 
-def jitter_into(
-    image: np.ndarray, brightness: float, contrast: float, saturation: float, hue: float
-) -> None:
-    """Colour jitter of one [h, w, 3] uint8 RGB picture, in place."""
-    one = Windows(
-        *(np.zeros(1, np.int64) for _ in range(4)),
-        flip=np.zeros(1, bool),
-        brightness=np.array([brightness], np.float32),
-        contrast=np.array([contrast], np.float32),
-        saturation=np.array([saturation], np.float32),
-        hue=np.array([hue], np.float32),
-    )
-    finish_into(image, one, 0)
-
-
 def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter | None):
     y0, y1, x0, x1 = box
     crop = picture[y0:y1, x0:x1]
