@@ -18,8 +18,8 @@ step (`step`) when a recipe has any of them:
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
 - `erasing`: timm's random erasing.
-- `counters`: the counter-based uniforms every draw reads.
-- `draws`: which of their columns each draw of the stronger recipes reads.
+- `draws`: the counter-based uniforms every draw reads, and which of their columns each
+  draw of the stronger recipes reads.
 - `recipe`: all of it applied to a batch.
 """
 

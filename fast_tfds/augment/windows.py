@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from fast_tfds.augment import counters
+from fast_tfds.augment import draws
 from fast_tfds.augment.spec import Augment
 
 TRIES = 10  # random-resized crop: tries before the central fallback (torchvision, TF)
@@ -77,10 +77,10 @@ class Windows(Rectangles):
         )
 
 
-def uniforms(seed: int, epoch: int, indices, draws: int = DRAWS) -> np.ndarray:
-    """[len(indices), draws] uniforms in [0, 1) (`counters.uniforms`), the windows' own
+def uniforms(seed: int, epoch: int, indices, columns: int = DRAWS) -> np.ndarray:
+    """[len(indices), columns] uniforms in [0, 1) (`draws.uniforms`), the windows' own
     columns by default."""
-    return counters.uniforms(seed, epoch, indices, draws)
+    return draws.uniforms(seed, epoch, indices, columns)
 
 
 def sample(

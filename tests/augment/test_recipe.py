@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from fast_tfds.augment import Augment, counters, draws, kernels, recipe, windows
+from fast_tfds.augment import Augment, draws, kernels, recipe, windows
 from fast_tfds.samples import photos
 
 
@@ -73,4 +73,4 @@ def test_bad_rotate():
 
 def test_the_stronger_draws_start_after_the_windows_own_columns():
     assert draws.ROTATE == draws.WINDOW_DRAWS == windows.DRAWS
-    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), counters.uniforms(1, 2, [3, 4], 27))
+    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), draws.uniforms(1, 2, [3, 4], 27))
