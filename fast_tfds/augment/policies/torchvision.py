@@ -78,10 +78,9 @@ def tables(bins: int, output_size: tuple[int, int], wide: bool) -> np.ndarray:
 def arguments(ops: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     """The op modules' arguments for torchvision's (signed) magnitudes."""
     args = magnitude.copy()
-    index = {name: OPS.index(name) for name in OPS}
-    enhance = np.isin(ops, [index[n] for n in _ENHANCE])
+    enhance = np.isin(ops, [OPS.index(n) for n in _ENHANCE])
     args[enhance] = 1.0 + magnitude[enhance]
-    whole = np.isin(ops, [index["translate_x"], index["translate_y"], index["posterize"]])
+    whole = np.isin(ops, [OPS.index(n) for n in ("translate_x", "translate_y", "posterize")])
     args[whole] = np.trunc(magnitude[whole])  # torchvision's int(magnitude)
     return args
 
