@@ -31,7 +31,7 @@ import functools
 import numpy as np
 
 from fast_tfds.augment import draws
-from fast_tfds.augment.spec import check_number
+from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.windows import Rectangles
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])

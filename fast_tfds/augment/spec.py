@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from fast_tfds.augment.checks import check_number
+
 CROPS = ("random_resized", "center", None)
 # Fields added after saved loader states existed: left out of the repr (the state's
 # key) where they are off.
@@ -171,14 +173,6 @@ def check_augment(augment: Any) -> None:
     """`augment` is an `Augment` or None (the option of both back ends)."""
     if augment is not None and not isinstance(augment, Augment):
         raise ValueError(f"augment={augment!r}: must be a fast_tfds.Augment(...) or None")
-
-
-def check_number(name: str, value: Any, fits: Callable, must: str, *, kind=(int, float)) -> None:
-    """A one-line ValueError "name=value: must be <must>" unless `value` is a `kind`, not a
-    bool, and `fits(value)` (NaN fits no range): the check of the number options of the
-    augmentation's classes."""
-    if isinstance(value, bool) or not isinstance(value, kind) or not fits(value):
-        raise ValueError(f"{name}={value!r}: must be {must}")
 
 
 def _number(name: str, value: Any) -> float:
