@@ -146,15 +146,13 @@ def rows(threads: int):
 
     return {
         "crop + flip (today's kernel)": today,
-        "+ rotation 15 (warp kernel)": strong(recipe.Recipe(plain, rotate=15.0)),
+        "+ rotation 15 (warp kernel)": strong(plain.replace(rotate=15.0)),
         "TrivialAugmentWide + erasing 0.25": strong(
-            recipe.Recipe(plain, policy=policies.parse("trivial_augment_wide"), erase=0.25)
+            plain.replace(auto_augment="trivial_augment_wide", erase=0.25)
         ),
-        "RandAugment (2 ops, bin 9)": strong(
-            recipe.Recipe(plain, policy=policies.parse("rand_augment"))
-        ),
+        "RandAugment (2 ops, bin 9)": strong(plain.replace(auto_augment="rand_augment")),
         "timm rand-m9-mstd0.5-inc1 + erasing 0.25": strong(
-            recipe.Recipe(plain, policy=policies.parse("rand-m9-mstd0.5-inc1"), erase=0.25)
+            plain.replace(auto_augment="rand-m9-mstd0.5-inc1", erase=0.25)
         ),
         "crop + flip + MixUp/CutMix (timm)": mixed,
         "floor: OpenCV resize of each window alone": floor_resize,

@@ -13,12 +13,13 @@ crops, flips and colour jitter, drawn per example from (seed, epoch, example).
 The stronger recipes (`Augment`'s rotate=, auto_augment=, erase=), served by the same
 step (`step`) when a recipe has any of them:
 
-- `ops`: the policies' ops, one per module (pixel ops, and geometric ops as matrices).
+- `ops`: the policies' ops, grouped by what they compute (pixel ops, and geometric ops
+  as matrices).
 - `policies`: torchvision's TrivialAugmentWide / RandAugment, timm's RandAugment strings.
 - `affine`, `warp`: crop + flip + geometric ops as one warp per picture, then pixel ops.
 - `erasing`: timm's random erasing.
-- `counters`: the counter-based uniforms every draw reads.
-- `draws`: which of their columns each draw of the stronger recipes reads.
+- `draws`: the counter-based uniforms every draw reads, and which of their columns each
+  draw of the stronger recipes reads.
 - `recipe`: all of it applied to a batch.
 """
 

@@ -21,21 +21,25 @@ import numpy as np
 _HALF = np.array([0.5, 0.5])
 
 
+def per_example(scale, n: int) -> np.ndarray:
+    """float64 [n]: a factor per example, from one per example, one for all, or None (1)."""
+    return np.ones(n) if scale is None else np.broadcast_to(np.asarray(scale, np.float64), n)
+
+
 def window_matrices(
-    top, left, height, width, flip, output_size: tuple[int, int], scale_y=None, scale_x=None
+    windows, output_size: tuple[int, int], scale_y=None, scale_x=None
 ) -> np.ndarray:
-    """[n, 3, 3]: output frame pixel -> picture pixel, for crop windows (top, left, height,
-    width, in the pixels of the picture they were drawn for, as `windows.Windows`),
-    flipped left-right where `flip`, in a picture scaled by (scale_y, scale_x) from
-    those pixels (a cache's resolution)."""
+    """[n, 3, 3]: output frame pixel -> picture pixel, for the crop `windows` (a
+    `windows.Windows`: top, left, height, width, in the pixels of the picture they were
+    drawn for), flipped left-right where they flip, in a picture scaled by (scale_y,
+    scale_x) from those pixels (a cache's resolution)."""
     out_h, out_w = output_size
-    top, left = np.asarray(top, np.float64), np.asarray(left, np.float64)
+    top, left = windows.top.astype(np.float64), windows.left.astype(np.float64)
     n = len(top)
-    sy = np.ones(n) if scale_y is None else np.broadcast_to(np.asarray(scale_y, np.float64), n)
-    sx = np.ones(n) if scale_x is None else np.broadcast_to(np.asarray(scale_x, np.float64), n)
-    ky = np.asarray(height, np.float64) / out_h * sy
-    kx = np.asarray(width, np.float64) / out_w * sx
-    flip = np.asarray(flip, bool)
+    sy, sx = per_example(scale_y, n), per_example(scale_x, n)
+    ky = windows.height.astype(np.float64) / out_h * sy
+    kx = windows.width.astype(np.float64) / out_w * sx
+    flip = np.asarray(windows.flip, bool)
     m = np.zeros((n, 3, 3))
     # x_source = (left + x * width / out_w) * sx; flipped: x -> out_w - x first.
     m[:, 0, 0] = np.where(flip, -kx, kx)
@@ -57,6 +61,6 @@ def chain(inverse_maps: Sequence[np.ndarray]) -> np.ndarray:
 
 def to_opencv(matrix: np.ndarray) -> np.ndarray:
     """2x3 for `cv2.warpAffine` (pixel centers at integers) from a 3x3 in PIL's
-    coordinates: q = A (p + 1/2) + t - 1/2."""
-    a, t = matrix[:2, :2], matrix[:2, 2]
-    return np.concatenate([a, (t + a @ _HALF - _HALF)[:, None]], axis=1)
+    coordinates: q = A (p + 1/2) + t - 1/2 ([n, 2, 3] from [n, 3, 3])."""
+    a, t = matrix[..., :2, :2], matrix[..., :2, 2]
+    return np.concatenate([a, (t + a @ _HALF - _HALF)[..., None]], axis=-1)

@@ -1,9 +1,9 @@
 """Random erasing as timm's `RandomErasing(probability, mode="pixel")`, on uint8 outputs.
 
 Per picture, from (seed, epoch, example) (`draws.ERASE`): with `probability`, up to 10
-tries of a box whose area is uniform in [min_area, max_area] of the picture's (0.02 -
-1/3) and whose aspect (height / width, as timm's) is log-uniform in [min_aspect,
-1 / min_aspect] (0.3 - 3.3); h = round(sqrt(area * aspect)), w = round(sqrt(area /
+tries of a box whose area is uniform in [MIN_AREA, MAX_AREA] of the picture's (0.02 -
+1/3) and whose aspect (height / width, as timm's) is log-uniform in [MIN_ASPECT,
+1 / MIN_ASPECT] (0.3 - 3.3); h = round(sqrt(area * aspect)), w = round(sqrt(area /
 aspect)); the first that fits strictly inside (h < H, w < W) is placed at a uniform
 position (top in 0 .. H - h inclusive, as Python's randint) and filled with per-pixel
 random values; none fits: nothing is erased. One box (timm's max_count 1).
@@ -26,63 +26,42 @@ picture, under 1% of a box's pixels on average).
 from __future__ import annotations
 
 import dataclasses
-import threading
+import functools
 
 import numpy as np
 
 from fast_tfds.augment import draws
+from fast_tfds.augment.checks import check_number
+from fast_tfds.augment.windows import Rectangles
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
+# timm's box: 2 - 33% of the picture's area, aspect (height / width) 0.3 - 3.3.
+MIN_AREA = 0.02
+MAX_AREA = 1 / 3
+MIN_ASPECT = 0.3
 FIELD = 1 << 20  # pixels drawn once; a box takes a run of them
 _FIELD_SEED = 0x5EED_E7A5E
-_field: np.ndarray | None = None
-_field_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
-class Boxes:
+class Boxes(Rectangles):
     """int64 [n] each: top, left, height, width; height 0 where nothing is erased.
     seeds: int64 [n], below 2**31, each box's pixel values' seed (where its run of
     `field()` starts)."""
 
-    top: np.ndarray
-    left: np.ndarray
-    height: np.ndarray
-    width: np.ndarray
     seeds: np.ndarray
 
 
-def check(probability, min_area=0.02, max_area=1 / 3, min_aspect=0.3) -> None:
-    """One-line errors naming the field."""
-    for name, value in (("erase", probability), ("min_area", min_area), ("max_area", max_area)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
-    if min_area > max_area:
-        raise ValueError(f"min_area={min_area!r}: must be at most max_area={max_area!r}")
-    if isinstance(min_aspect, bool) or not isinstance(min_aspect, (int, float)) or min_aspect <= 0:
-        raise ValueError(f"min_aspect={min_aspect!r}: must be a number > 0")
-
-
-def sample(
-    probability: float,
-    seed: int,
-    epoch: int,
-    indices,
-    output_size: tuple[int, int],
-    *,
-    min_area: float = 0.02,
-    max_area: float = 1 / 3,
-    min_aspect: float = 0.3,
-) -> Boxes:
+def sample(probability: float, seed: int, epoch: int, indices, output_size) -> Boxes:
     """Each example's box in an output of `output_size` (height, width)."""
-    check(probability, min_area, max_area, min_aspect)
+    check_number("erase", probability, lambda v: 0 <= v <= 1, "a number in [0, 1]")
     height, width = output_size
     u = draws.block(seed, epoch, indices, draws.ERASE, draws.ERASE_DRAWS)
     n, tries = len(u), draws.ERASE_TRIES
     tried = u[:, 1 : 1 + 4 * tries].reshape(n, tries, 4)
-    area = (min_area + tried[..., 0] * (max_area - min_area)) * (height * width)
-    log_low, log_high = np.log(min_aspect), np.log(1 / min_aspect)
+    area = (MIN_AREA + tried[..., 0] * (MAX_AREA - MIN_AREA)) * (height * width)
+    log_low, log_high = np.log(MIN_ASPECT), np.log(1 / MIN_ASPECT)
     aspect = np.exp(log_low + tried[..., 1] * (log_high - log_low))
     h = np.round(np.sqrt(area * aspect)).astype(np.int64)
     w = np.round(np.sqrt(area / aspect)).astype(np.int64)
@@ -104,27 +83,22 @@ def sample(
     )
 
 
+@functools.cache
 def field() -> np.ndarray:
-    """uint8 [FIELD, 3]: the values boxes copy, drawn on first use (read-only)."""
-    global _field
-    if _field is not None:
-        return _field
-    with _field_lock:
-        if _field is None:
-            z = np.random.Generator(np.random.PCG64(_FIELD_SEED)).standard_normal((FIELD, 3))
-            values = np.clip(np.rint(MEAN + STD * z), 0, 255).astype(np.uint8)
-            values.setflags(write=False)
-            _field = values
-        return _field
+    """uint8 [FIELD, 3]: the values boxes copy, drawn on first use (read-only; threads that
+    ask first at once may each draw it, the same values, and one is kept)."""
+    z = np.random.Generator(np.random.PCG64(_FIELD_SEED)).standard_normal((FIELD, 3))
+    values = np.clip(np.rint(MEAN + STD * z), 0, 255).astype(np.uint8)
+    values.setflags(write=False)
+    return values
 
 
 def erase_into(out: np.ndarray, boxes: Boxes, i: int) -> None:
     """Fills example i's box of its picture `out` ([H, W, 3] uint8) with its random
     pixels: the run of `field()` at the offset its seed gives (one copy)."""
-    h, w = int(boxes.height[i]), int(boxes.width[i])
+    top, left, h, w = boxes.window(i)
     if h == 0:
         return
-    top, left = int(boxes.top[i]), int(boxes.left[i])
     values = field()
     start = int(boxes.seeds[i]) % (len(values) - h * w + 1)
     np.copyto(out[top : top + h, left : left + w], values[start : start + h * w].reshape(h, w, 3))

@@ -22,12 +22,14 @@ the parallelism).
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 from collections.abc import Sequence
 
 import cv2
 import numpy as np
 
+from fast_tfds.augment import affine
 from fast_tfds.augment.windows import Windows
 from fast_tfds.core import jpeg_blocks
 
@@ -76,8 +78,7 @@ def source_boxes(pictures, windows: Windows, scale_y=None, scale_x=None) -> np.n
     """[n, 4] int64 (y0, y1, x0, x1): each window in whole pixels of its picture,
     at least one pixel, inside the picture."""
     n = len(windows)
-    sy = np.ones(n) if scale_y is None else np.broadcast_to(np.asarray(scale_y, np.float64), n)
-    sx = np.ones(n) if scale_x is None else np.broadcast_to(np.asarray(scale_x, np.float64), n)
+    sy, sx = affine.per_example(scale_y, n), affine.per_example(scale_x, n)
     heights = np.array([p.shape[0] for p in pictures], np.int64)
     widths = np.array([p.shape[1] for p in pictures], np.int64)
     y0 = np.clip(np.round(windows.top * sy), 0, heights - 1).astype(np.int64)
@@ -122,30 +123,19 @@ class Jitter:
         matrix[:, 3] = self.offset[i] * grey
         return matrix
 
+    def apply(self, i: int, image: np.ndarray, argument: float = 0.0) -> None:
+        """Example i's map on its cut picture `image`, in place (`functools.partial(
+        jitter.apply, i)` is a pixel step of the warp kernel, whose ops take an argument)."""
+        cv2.transform(image, self.matrix(i, image), dst=image)
+
 
 def finish_into(out: np.ndarray, windows: Windows, i: int, jitter: Jitter | None = None) -> None:
     """Flip and jitter of example i on its already cropped and resized picture `out`
     (`jitter`: the batch's `Jitter`, made here if not given)."""
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
-    if windows.jittered(i):
-        jitter = jitter or Jitter(windows)
-        cv2.transform(out, jitter.matrix(i, out), dst=out)
-
-
-def jitter_into(
-    image: np.ndarray, brightness: float, contrast: float, saturation: float, hue: float
-) -> None:
-    """Colour jitter of one [h, w, 3] uint8 RGB picture, in place."""
-    one = Windows(
-        *(np.zeros(1, np.int64) for _ in range(4)),
-        flip=np.zeros(1, bool),
-        brightness=np.array([brightness], np.float32),
-        contrast=np.array([contrast], np.float32),
-        saturation=np.array([saturation], np.float32),
-        hue=np.array([hue], np.float32),
-    )
-    finish_into(image, one, 0)
+    if windows.jittered_mask[i]:
+        (jitter or Jitter(windows)).apply(i, out)
 
 
 def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter | None):
@@ -157,29 +147,33 @@ def _one(picture, box, windows: Windows, i: int, out: np.ndarray, jitter: Jitter
         # per pixel and affine it commutes with the resize (and the flip) up to
         # rounding, so it runs first, on a copy (the cache is never written; and
         # OpenCV's transform runs several times slower on a strided view).
-        crop = _scratch_copy(crop)
-        cv2.transform(crop, jitter.matrix(i, crop), dst=crop)
+        copy = scratch("crop", crop.shape)
+        np.copyto(copy, crop)
+        jitter.apply(i, copy)
+        crop = copy
         colour = False
     _resize_into(crop, out)
     if windows.flip[i]:
         cv2.flip(out, 1, dst=out)
     if colour:
-        cv2.transform(out, jitter.matrix(i, out), dst=out)
+        jitter.apply(i, out)
 
 
 _local = threading.local()
+# Large enough for most pictures and crops of a 224-px read in 4 channels: few regrow.
+_LEAST_SCRATCH = 264 * 352 * 4
 
 
-def _scratch_copy(crop: np.ndarray) -> np.ndarray:
-    """`crop` copied into this thread's reused buffer (a fresh allocation of this size
-    is a new mapping, whose page faults cost more than the copy)."""
-    size = crop.size
-    buffer = getattr(_local, "buffer", None)
+def scratch(name: str, shape: tuple[int, ...], dtype=np.uint8) -> np.ndarray:
+    """This thread's reused buffer `name` viewed as `shape` of `dtype` (a fresh allocation
+    per picture would be a new mapping, whose page faults cost more than the work). It
+    holds zeros until a caller writes it."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    buffers = _local.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(name)
     if buffer is None or buffer.size < size:
-        buffer = _local.buffer = np.empty(max(size, 256 * 342 * 3), np.uint8)
-    copy = buffer[:size].reshape(crop.shape)
-    np.copyto(copy, crop)
-    return copy
+        buffer = buffers[name] = np.zeros(max(size, _LEAST_SCRATCH), np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
 
 
 def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:

@@ -27,13 +27,12 @@ of at most half a level, invisible to a model that normalizes its input); pass
 from __future__ import annotations
 
 import dataclasses
-import math
-import threading
 
 import cv2
 import numpy as np
 
 from fast_tfds.augment import kernels, windows
+from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.spec import Augment
 
 # The batch's key in `windows.uniforms`: a different epoch stream than the examples'
@@ -69,17 +68,9 @@ class Mix:
 
     def __post_init__(self) -> None:
         for name in ("mixup_alpha", "cutmix_alpha"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name}={value!r}: must be a number >= 0 (0 = off)")
+            check_number(name, getattr(self, name), lambda v: v >= 0, "a number >= 0 (0 = off)")
         for name in ("prob", "switch_prob", "label_smoothing"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0 <= value <= 1
-            ):
-                raise ValueError(f"{name}={value!r}: must be a number in [0, 1]")
+            check_number(name, getattr(self, name), lambda v: 0 <= v <= 1, "a number in [0, 1]")
 
     @property
     def mixes(self) -> bool:
@@ -158,20 +149,37 @@ def mix(
     new array of `dtype` is returned. uint8 `images` with `out` (an array of their
     shape, e.g. when `images` may not be written): mixed into `out`, read-only
     `images` left as they are; an unmixed batch is then returned as `images` itself."""
-    if out is not None:
-        return _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads)
-    dtype = np.dtype(images.dtype if dtype is None else dtype)
-    out = images if images.dtype == dtype else images.astype(dtype)
-    targets, lam, box = _drawn(images, labels, num_classes, mixing, seed, epoch, batch)
+    into = out is not None  # reading `images` only (no copy first)
+    if into and (images.dtype != np.uint8 or out.shape != images.shape or out.dtype != np.uint8):
+        raise ValueError(f"out: must be uint8 of the images' shape {images.shape}")
+    if not into:
+        dtype = np.dtype(images.dtype if dtype is None else dtype)
+        out = images if images.dtype == dtype else images.astype(dtype)
+    targets = one_hot(labels, num_classes, mixing.label_smoothing)
+    if len(targets) != len(images):
+        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
+    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
     if lam == 1.0:
-        return out, targets, lam
+        return images if into else out, targets, lam
     pairs = len(out) // 2  # an odd batch's middle picture pairs with itself: unchanged
-    if box is not None:
+    last = len(out) - 1
+    if box is not None and into:
+        # Two whole-batch copies (numpy's per-picture assignments cost twice as much).
+        y0, y1, x0, x1 = box
+        np.copyto(out, images)
+        out[:, y0:y1, x0:x1] = images[::-1, y0:y1, x0:x1]
+    elif box is not None:
         y0, y1, x0, x1 = box
         top, bottom = out[:pairs, y0:y1, x0:x1], out[len(out) - pairs :, y0:y1, x0:x1][::-1]
         swapped = top.copy()
         top[...] = bottom
         bottom[...] = swapped
+    elif into:
+        kernels._parallel(
+            len(images),
+            num_threads,
+            lambda i: cv2.addWeighted(images[i], lam, images[last - i], 1 - lam, 0, dst=out[i]),
+        )
     elif dtype == np.uint8:
         # cv2.addWeighted rounds to the nearest level and releases the GIL; pairs in threads.
         kernels._parallel(pairs, num_threads, lambda i: _blend_pair(out, i, lam))
@@ -179,64 +187,14 @@ def mix(
         partner = out[::-1].copy()
         out *= dtype.type(lam)
         out += partner * dtype.type(1 - lam)
-    return out, _mixed_targets(targets, lam), lam
-
-
-def _drawn(images, labels, num_classes, mixing, seed, epoch, batch):
-    """(one-hot targets, lam, CutMix box or None) of a batch: the draw of (seed, epoch,
-    batch), one label per image checked."""
-    targets = one_hot(labels, num_classes, mixing.label_smoothing)
-    if len(targets) != len(images):
-        raise ValueError(f"{len(images)} images and {len(targets)} labels: one label per image")
-    lam, box = mixing.draw(seed, epoch, batch, images.shape[1], images.shape[2])
-    return targets, lam, box
-
-
-def _mixed_targets(targets: np.ndarray, lam: float) -> np.ndarray:
-    """Each row lam of itself and 1 - lam of its partner's (row B - 1 - i)."""
-    return targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam)
+    # Each row lam of itself and 1 - lam of its partner's (row B - 1 - i).
+    return out, targets * np.float32(lam) + targets[::-1] * np.float32(1 - lam), lam
 
 
 def _blend_pair(out: np.ndarray, i: int, lam: float) -> None:
     """Pictures i and B - 1 - i, each lam of itself and 1 - lam of the other."""
     a, b = out[i], out[len(out) - 1 - i]
-    blended = _scratch(a.shape, a.dtype)
+    blended = kernels.scratch("blend", a.shape, a.dtype)
     cv2.addWeighted(b, lam, a, 1 - lam, 0, dst=blended)
     cv2.addWeighted(a, lam, b, 1 - lam, 0, dst=a)
     np.copyto(b, blended)
-
-
-_local = threading.local()
-
-
-def _scratch(shape, dtype) -> np.ndarray:
-    """This thread's reused buffer viewed as `shape` (a picture's copy per pair is
-    past malloc's mmap threshold: a fresh mapping, page faults included, each time)."""
-    dtype = np.dtype(dtype)
-    size = math.prod(shape) * dtype.itemsize
-    buffer = getattr(_local, "buffer", None)
-    if buffer is None or buffer.size < size:
-        buffer = _local.buffer = np.empty(size, np.uint8)
-    return buffer[:size].view(dtype).reshape(shape)
-
-
-def _mix_into(images, labels, num_classes, mixing, seed, epoch, batch, out, num_threads):
-    """`mix` of uint8 `images` into `out`, reading `images` only (no copy first)."""
-    if images.dtype != np.uint8 or out.shape != images.shape or out.dtype != np.uint8:
-        raise ValueError(f"out: must be uint8 of the images' shape {images.shape}")
-    targets, lam, box = _drawn(images, labels, num_classes, mixing, seed, epoch, batch)
-    if lam == 1.0:
-        return images, targets, lam
-    last = len(images) - 1
-    if box is not None:
-        # Two whole-batch copies (numpy's per-picture assignments cost twice as much).
-        y0, y1, x0, x1 = box
-        np.copyto(out, images)
-        out[:, y0:y1, x0:x1] = images[::-1, y0:y1, x0:x1]
-    else:
-        kernels._parallel(
-            len(images),
-            num_threads,
-            lambda i: cv2.addWeighted(images[i], lam, images[last - i], 1 - lam, 0, dst=out[i]),
-        )
-    return out, _mixed_targets(targets, lam), lam

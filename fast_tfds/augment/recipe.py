@@ -2,9 +2,10 @@
 a uniform rotation, an automatic-augmentation policy and random erasing, all drawn
 from (seed, epoch, example), served by the warp kernel.
 
-`of(augment)` reads `Augment`'s fields (rotate=, auto_augment=, erase=); the serving
-step (`fast_tfds.augment.step`) calls `apply_into` for a recipe that has any of them,
-and `kernels.apply_into` for the classic one.
+`apply_into` reads `Augment`'s fields (rotate=, auto_augment=, erase=); the serving
+step (`fast_tfds.augment.step`) calls it for every batch cut from whole pictures, and a
+recipe without any of them (not `Augment.strong`, or None) goes to the classic kernel,
+`kernels.apply_into`.
 
 The order is torchvision's and timm's: crop + resize, flip, colour jitter, rotation,
 the policy's ops, erasing (timm erases last, after normalization).
@@ -12,37 +13,13 @@ the policy's ops, erasing (timm erases last, after normalization).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
 from fast_tfds.augment import draws, erasing, kernels, warp, windows
 from fast_tfds.augment.spec import Augment
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """augment: crop, flip, colour jitter. rotate: degrees, a uniform angle in
-    [-rotate, rotate] (counter-clockwise positive, as PIL's). policy: from
-    `policies.parse`, or None. erase: the probability of timm's random erasing."""
-
-    augment: Augment = Augment()
-    rotate: float = 0.0
-    policy: object | None = None
-    erase: float = 0.0
-
-    def __post_init__(self) -> None:
-        r = self.rotate
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 180:
-            raise ValueError(f"rotate={r!r}: must be a number of degrees in [0, 180]")
-        erasing.check(self.erase)
-
-
-def of(augment: Augment) -> Recipe:
-    """The recipe of an `Augment` (its crop, flip and jitter, and its stronger fields)."""
-    return Recipe(augment, rotate=augment.rotate, policy=augment.policy(), erase=augment.erase)
 
 
 def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
@@ -53,58 +30,49 @@ def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
 
 def apply_into(
     pictures: Sequence[np.ndarray],
-    recipe: Recipe,
+    augment: Augment | None,
     seed: int,
     epoch: int,
     indices,
     out: np.ndarray,
     *,
-    heights=None,
-    widths=None,
     scale_y=None,
     scale_x=None,
     num_threads: int = 1,
     drawn: windows.Windows | None = None,
 ) -> np.ndarray:
     """Examples `indices` of `epoch` into `out` ([B, H, W, 3] uint8) from their decoded
-    pictures. heights, widths: the sizes the windows are drawn for (default: the
-    pictures'); scale_y, scale_x: from those to the pictures' pixels, as in `kernels`.
-    drawn: the batch's windows, if the caller drew them already (then heights and
-    widths are not needed)."""
+    pictures, by `augment`'s crop, flip and colour jitter, then its rotation, its policy
+    (`Augment.policy`) and its erasing (without these, `kernels.apply_into`). drawn:
+    the batch's windows, if the caller drew them already (default: drawn in the
+    pictures' own sizes); scale_y, scale_x: from the sizes they were drawn for to the
+    pictures' pixels, as in `kernels`."""
     indices = np.asarray(indices).reshape(-1)
-    if (heights is None) != (widths is None):
-        raise ValueError("heights and widths: give both (the windows' picture sizes) or neither")
     size = out.shape[1:3]
     if drawn is None:
-        if heights is None:
-            heights = [p.shape[0] for p in pictures]
-            widths = [p.shape[1] for p in pictures]
-        drawn = windows.sample(recipe.augment, seed, epoch, indices, heights, widths, size)
+        heights = [p.shape[0] for p in pictures]
+        widths = [p.shape[1] for p in pictures]
+        drawn = windows.sample(augment, seed, epoch, indices, heights, widths, size)
+    if augment is None or not augment.strong:
+        return kernels.apply_into(
+            pictures, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads
+        )
     steps: list[list[tuple]] = [[] for _ in range(len(indices))]
     if drawn.jittered_mask.any():
         jitter = kernels.Jitter(drawn)
         for i in np.flatnonzero(drawn.jittered_mask):
-            steps[i].append((_Jitter(jitter, int(i)), 0.0))
-    if recipe.rotate:
-        for i, angle in enumerate(angles(recipe.rotate, seed, epoch, indices).tolist()):
+            steps[i].append((functools.partial(jitter.apply, int(i)), 0.0))
+    if augment.rotate:
+        for i, angle in enumerate(angles(augment.rotate, seed, epoch, indices).tolist()):
             steps[i].append(("rotate", angle))
     fill = (0, 0, 0)
-    if recipe.policy is not None:
-        fill = recipe.policy.fill
-        for i, ops in enumerate(recipe.policy.draw(seed, epoch, indices, size).recipes()):
+    policy = augment.policy()
+    if policy is not None:
+        fill = policy.fill
+        for i, ops in enumerate(policy.draw(seed, epoch, indices, size).recipes()):
             steps[i].extend(ops)
-    boxes = erasing.sample(recipe.erase, seed, epoch, indices, size) if recipe.erase else None
+    boxes = erasing.sample(augment.erase, seed, epoch, indices, size) if augment.erase else None
     plan = warp.plan(
         pictures, drawn, steps, size, fill=fill, scale_y=scale_y, scale_x=scale_x, erase=boxes
     )
     return warp.apply_into(pictures, plan, out, num_threads=num_threads)
-
-
-class _Jitter:
-    """Example i's colour jitter as a pixel step (its map needs the cut picture's mean)."""
-
-    def __init__(self, jitter: kernels.Jitter, i: int):
-        self.jitter, self.i = jitter, i
-
-    def __call__(self, image: np.ndarray, argument: float = 0.0) -> None:
-        cv2.transform(image, self.jitter.matrix(self.i, image), dst=image)

@@ -8,12 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
+
+from fast_tfds.augment.checks import check_number
 
 CROPS = ("random_resized", "center", None)
 # Fields added after saved loader states existed: left out of the repr (the state's
 # key) where they are off.
 _LATER = ("rotate", "auto_augment", "num_ops", "magnitude", "erase")
+# Each number field: whether a value is in its range, and the error's words for the range.
+_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "crop_fraction": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "brightness": (lambda v: v >= 0, "a number >= 0"),
+    "contrast": (lambda v: v >= 0, "a number >= 0"),
+    "saturation": (lambda v: v >= 0, "a number >= 0"),
+    "hue": (lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
+    "rotate": (lambda v: 0 <= v <= 180, "a number of degrees in [0, 180]"),
+    "erase": (lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,50 +106,18 @@ class Augment:
             raise ValueError(f"crop={self.crop!r}: must be 'random_resized', 'center' or None")
         object.__setattr__(self, "scale", _pair("scale", self.scale, 0.0, 1.0))
         object.__setattr__(self, "ratio", _pair("ratio", self.ratio, 0.0, math.inf))
-        fraction = _number("crop_fraction", self.crop_fraction)
-        if not 0 < fraction <= 1:
-            raise ValueError(f"crop_fraction={self.crop_fraction!r}: must be in (0, 1]")
-        object.__setattr__(self, "crop_fraction", fraction)
         if not isinstance(self.flip, bool):
             raise ValueError(f"flip={self.flip!r}: must be True or False")
-        for name in ("brightness", "contrast", "saturation"):
-            value = _number(name, getattr(self, name))
-            if value < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be a number >= 0")
-            object.__setattr__(self, name, value)
-        hue = _number("hue", self.hue)
-        if not 0 <= hue <= 0.5:
-            raise ValueError(f"hue={self.hue!r}: must be a number in [0, 0.5]")
-        object.__setattr__(self, "hue", hue)
-        rotate = _number("rotate", self.rotate)
-        if not 0 <= rotate <= 180:
-            raise ValueError(f"rotate={self.rotate!r}: must be a number of degrees in [0, 180]")
-        object.__setattr__(self, "rotate", rotate)
-        erase = _number("erase", self.erase)
-        if not 0 <= erase <= 1:
-            raise ValueError(f"erase={self.erase!r}: must be a probability in [0, 1]")
-        object.__setattr__(self, "erase", erase)
-        self._check_policy()
+        for name, (fits, must) in _RANGES.items():
+            value = getattr(self, name)
+            number = _number(name, value)
+            check_number(name, value, fits, must)
+            object.__setattr__(self, name, number)
+        # auto_augment names a policy; num_ops and magnitude only where it takes them.
+        from fast_tfds.augment import policies  # policies' draws import this module
 
-    def _check_policy(self) -> None:
-        """auto_augment names a policy; num_ops and magnitude only where it takes them."""
-        name = self.auto_augment
-        for field in ("num_ops", "magnitude"):
-            value = getattr(self, field)
-            if value is None or name == "rand_augment":
-                continue
-            if name is None:
-                why = "no policy is on"
-            elif isinstance(name, str) and name.startswith("rand"):
-                why = "a timm config string holds its own, e.g. 'rand-m9-n2'"
-            else:
-                why = f"{name} draws its own"
-            raise ValueError(
-                f"{field}={value!r}: must be left out: only auto_augment='rand_augment' "
-                f"takes {field} ({why})"
-            )
-        if name is not None:
-            self.policy()  # the policy's own one-line errors
+        policies.check_options(self.auto_augment, self._policy_options())
+        self.policy()  # the policy's own one-line errors
 
     @property
     def strong(self) -> bool:
@@ -149,10 +130,12 @@ class Augment:
             return None
         from fast_tfds.augment import policies  # policies' draws import this module
 
+        return policies.parse(self.auto_augment, **self._policy_options())
+
+    def _policy_options(self) -> dict[str, int]:
+        """num_ops= and magnitude=, where given."""
         options = {k: getattr(self, k) for k in ("num_ops", "magnitude")}
-        return policies.parse(
-            self.auto_augment, **{k: v for k, v in options.items() if v is not None}
-        )
+        return {k: v for k, v in options.items() if v is not None}
 
     def __repr__(self) -> str:
         shown = [
@@ -193,8 +176,7 @@ def check_augment(augment: Any) -> None:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r}: must be a finite number")
+    check_number(name, value, math.isfinite, "a finite number")
     return float(value)
 
 

@@ -26,11 +26,9 @@ import numpy as np
 
 from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.augment.spec import Augment
+from fast_tfds.augment.windows import NO_AUGMENT
 from fast_tfds.cache.pictures import PictureCache
 from fast_tfds.core import jpeg_blocks
-
-# The whole picture, resized; no randomness (reading through a cache without augment=).
-NO_AUGMENT = Augment(crop=None, flip=False)
 
 
 def serve_into(
@@ -57,38 +55,25 @@ def serve_into(
         # (the slots are checked above).
         np.take(pictures.rows(), slots, axis=0, out=out, mode="clip")
         return out
-    drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
+    # The windows are drawn in the reference sizes, and scaled to the stored pictures'.
+    heights, widths = pictures.reference_heights[slots], pictures.reference_widths[slots]
+    drawn = windows.sample(augment, seed, epoch, indices, heights, widths, out.shape[1:3])
     layout = pictures.images.layout
     images = [pictures.images.image(int(s)) for s in slots]
-    scale_y = layout.heights[slots] / pictures.reference_heights[slots]
-    scale_x = layout.widths[slots] / pictures.reference_widths[slots]
-    return _cut_into(
-        images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads
+    scale_y = layout.heights[slots] / heights
+    scale_x = layout.widths[slots] / widths
+    return recipe.apply_into(
+        images,
+        augment,
+        seed,
+        epoch,
+        indices,
+        out,
+        scale_y=scale_y,
+        scale_x=scale_x,
+        num_threads=num_threads,
+        drawn=drawn,
     )
-
-
-def _cut_into(images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads=1):
-    """Cuts `drawn`'s windows of whole `images` (stored or decoded pictures, whose pixels
-    are `scale_y`, `scale_x` times the reference's) into `out`: by the strong recipe when
-    `augment` asks for one, else by the plain kernels. Returns `out`."""
-    if augment is not None and augment.strong:
-        recipe.apply_into(
-            images,
-            recipe.of(augment),
-            seed,
-            epoch,
-            indices,
-            out,
-            scale_y=scale_y,
-            scale_x=scale_x,
-            num_threads=num_threads,
-            drawn=drawn,
-        )
-        return out
-    kernels.apply_into(
-        images, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads
-    )
-    return out
 
 
 def decode_into(
@@ -109,20 +94,17 @@ def decode_into(
     its example. Returns `out`."""
     references = np.asarray(references, np.int64).reshape(-1, 4)
     drawn = windows.sample(
-        augment or NO_AUGMENT,
-        seed,
-        epoch,
-        indices,
-        references[:, 2],
-        references[:, 3],
-        out.shape[1:3],
+        augment, seed, epoch, indices, references[:, 2], references[:, 3], out.shape[1:3]
+    )
+    # The windows moved from the reference to the stored picture's pixels.
+    moved = dataclasses.replace(
+        drawn, top=drawn.top + references[:, 0], left=drawn.left + references[:, 1]
     )
     if augment is not None and augment.strong:
-        return _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn)
+        return _decode_strong_into(jpegs, augment, seed, epoch, indices, out, moved)
     jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
     for i, data in enumerate(jpegs):
-        top, left, height, width = drawn.window(i)
-        crop = (int(references[i, 0]) + top, int(references[i, 1]) + left, height, width)
+        crop = moved.window(i)
         try:
             jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
         except (OSError, ValueError) as err:
@@ -131,18 +113,16 @@ def decode_into(
     return out
 
 
-def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, drawn):
+def _decode_strong_into(jpegs, augment, seed, epoch, indices, out, drawn):
     """`decode_into` for a strong recipe: each picture decoded whole at the DCT scale at
     which its window covers the output, then the warp kernel cuts it as it cuts a
-    stored picture (windows moved from the reference to the stored picture's pixels,
-    and scaled to the decoded ones)."""
+    stored picture (`drawn`: the windows in the stored picture's pixels, scaled to the
+    decoded ones)."""
     n = len(jpegs)
     images = []
     scale_y, scale_x = np.ones(n), np.ones(n)
-    top = drawn.top + references[:, 0]
-    left = drawn.left + references[:, 1]
     for i, data in enumerate(jpegs):
-        window = (int(top[i]), int(left[i]), int(drawn.height[i]), int(drawn.width[i]))
+        window = drawn.window(i)
         try:
             image, _, (height, width) = jpeg_blocks.decode_covering(
                 data, out.shape[1:3], lambda _h, _w, window=window: window
@@ -151,30 +131,8 @@ def _decode_strong_into(jpegs, references, augment, seed, epoch, indices, out, d
             raise decode_error(indices[i], err) from None
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
-    moved = dataclasses.replace(drawn, top=top, left=left)
-    return _cut_into(images, moved, augment, seed, epoch, indices, out, scale_y, scale_x)
-
-
-def windows_of(
-    pictures: PictureCache,
-    slots,
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
-    output_size=None,
-):
-    """The windows of `slots` (drawn as examples `indices`) for batches of `output_size`
-    (default: the store's), in reference pixels."""
-    slots = np.asarray(slots, np.int64).reshape(-1)
-    return windows.sample(
-        augment or NO_AUGMENT,
-        seed,
-        epoch,
-        indices,
-        pictures.reference_heights[slots],
-        pictures.reference_widths[slots],
-        pictures.output_size if output_size is None else tuple(output_size),
+    return recipe.apply_into(
+        images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=drawn
     )
 
 

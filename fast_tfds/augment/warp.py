@@ -45,9 +45,7 @@ Everything per picture is OpenCV (the GIL released), in the threads of `kernels`
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
-import threading
 from collections.abc import Callable, Sequence
 
 import cv2
@@ -75,8 +73,6 @@ class Step:
 class Plan:
     """A batch's per-example maps and steps (see the module's docstring).
 
-    matrices: [n, 3, 3] output pixel -> cached picture pixel (PIL coordinates).
-    scales: [n, 2] (x, y) cached picture pixels per output pixel of the crop.
     warped: bool [n], geometry beyond crop and flip.
     boxes: [n, 4] (y0, y1, x0, x1) whole-pixel windows, for the unwarped path.
     flip: bool [n]. steps: per example, its `Step`s in order. fill: the RGB fill.
@@ -91,8 +87,6 @@ class Plan:
     frame mask.
     """
 
-    matrices: np.ndarray
-    scales: np.ndarray
     warped: np.ndarray
     boxes: np.ndarray
     flip: np.ndarray
@@ -106,7 +100,7 @@ class Plan:
     edges: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.matrices)
+        return len(self.flip)
 
 
 def plan(
@@ -128,16 +122,7 @@ def plan(
     if len(recipes) != n or len(pictures) != n:
         raise ValueError(f"{len(pictures)} pictures, {n} windows, {len(recipes)} recipes")
     height, width = output_size
-    base = affine.window_matrices(
-        windows.top,
-        windows.left,
-        windows.height,
-        windows.width,
-        windows.flip,
-        output_size,
-        scale_y,
-        scale_x,
-    )
+    base = affine.window_matrices(windows, output_size, scale_y, scale_x)
     totals = np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
     warped = np.zeros(n, bool)
     shifted = np.zeros(n, bool)
@@ -178,8 +163,6 @@ def plan(
     boxes = kernels.source_boxes(pictures, windows, scale_y, scale_x)
     shrunk = scales.max(axis=1) > AREA_SHRINK
     return Plan(
-        matrices=matrices,
-        scales=scales,
         warped=warped,
         boxes=boxes,
         flip=np.asarray(windows.flip, bool),
@@ -248,9 +231,7 @@ def _copy_maps(matrices: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, outp
     to_copy[:, 0, 0], to_copy[:, 1, 1], to_copy[:, 2, 2] = fx, fy, 1.0
     # Picture pixel p -> (p - x0) * fx, then + 1 for the ring.
     to_copy[:, 0, 2], to_copy[:, 1, 2] = 1.0 - x0 * fx, 1.0 - y0 * fy
-    m = to_copy @ matrices
-    a, t = m[:, :2, :2], m[:, :2, 2]
-    return np.concatenate([a, (t + a @ affine._HALF - affine._HALF)[:, :, None]], axis=2)
+    return affine.to_opencv(to_copy @ matrices)
 
 
 def apply_into(
@@ -312,12 +293,12 @@ def _warp(
     height, width = out.shape[:2]
     y0, y1, x0, x1 = box
     if shrunk:
-        region = _scratch("shrunk", (height, width, 3))
+        region = kernels.scratch("shrunk", (height, width, 3))
         kernels._resize_into(picture[y0:y1, x0:x1], region)
     else:
         region = picture[y0:y1, x0:x1]
     h, w = region.shape[:2]
-    source = _scratch("source", (h + 2, w + 2, 4))
+    source = kernels.scratch("source", (h + 2, w + 2, 4))
     cv2.cvtColor(region, cv2.COLOR_RGB2RGBA, dst=source[1:-1, 1:-1])
     source[0, 1:-1], source[-1, 1:-1] = source[1, 1:-1], source[-2, 1:-1]
     source[:, 0], source[:, -1] = source[:, 1], source[:, -2]
@@ -335,7 +316,7 @@ def _warp(
         np.minimum(alpha[1], top_in, out=alpha[1])
     if bottom_in < 255:
         np.minimum(alpha[-2], bottom_in, out=alpha[-2])
-    warped = _scratch("warped", (height, width, 4))
+    warped = kernels.scratch("warped", (height, width, 4))
     cv2.warpAffine(
         source,
         opencv,
@@ -356,8 +337,8 @@ def _warp(
 def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -> None:
     y0, y1, x0, x1 = box
     steps = batch.steps[i]
-    if batch.shifted is not None and batch.shifted[i]:
-        crop = _scratch("shifted", out.shape)
+    if batch.shifted[i]:
+        crop = kernels.scratch("shifted", out.shape)
         kernels._resize_into(picture[y0:y1, x0:x1], crop)
         if batch.flip[i]:
             cv2.flip(crop, 1, dst=crop)
@@ -366,7 +347,7 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
             # The first fill step, first: its bands are those just painted.
             steps = steps[1:]
     elif batch.warped[i]:
-        mask = _scratch("mask", out.shape[:2])
+        mask = kernels.scratch("mask", out.shape[:2])
         edges = batch.edges[i].tolist()
         blank = steps[0].op is None  # the fill comes first
         _warp(picture, batch.opencv[i], bool(batch.shrunk[i]), box, edges, out, mask, blank)
@@ -383,9 +364,6 @@ def _one(picture, batch: Plan, i: int, box, out: np.ndarray, fill: np.ndarray) -
             _fill(out, step.remaining, fill)
     if batch.erase is not None:
         erasing.erase_into(out, batch.erase, i)
-
-
-_local = threading.local()
 
 
 def _whole_shift(total: np.ndarray) -> tuple[int, int] | None:
@@ -430,13 +408,9 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         rows, columns = _spans(int(t[1]), height)[0], _spans(int(t[0]), width)[0]
         _paint_outside(out, rows, columns, fill)
         return
-    frame = getattr(_local, "frame", None)
-    if frame is None or frame.shape != (height, width):
-        frame = _local.frame = np.zeros((height, width), np.uint8)
-        _local.mask = np.empty((height, width), np.uint8)
-    mask = _local.mask
+    mask = kernels.scratch("fill mask", (height, width))
     cv2.warpAffine(
-        frame,
+        kernels.scratch("blank frame", (height, width)),  # never written: all zeros
         remaining,
         (width, height),
         dst=mask,
@@ -445,16 +419,3 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         borderValue=255,
     )
     cv2.copyTo(fill, mask, out)
-
-
-def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """This thread's reused buffer `name` viewed as `shape` (a fresh allocation per
-    picture would be a new mapping, whose page faults cost more than the work)."""
-    size = math.prod(shape)
-    buffers = getattr(_local, "buffers", None)
-    if buffers is None:
-        buffers = _local.buffers = {}
-    buffer = buffers.get(name)
-    if buffer is None or buffer.size < size:
-        buffer = buffers[name] = np.empty(max(size, 264 * 352 * 4), np.uint8)
-    return buffer[:size].reshape(shape)

@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from fast_tfds.augment import counters
+from fast_tfds.augment import draws
 from fast_tfds.augment.spec import Augment
 
 TRIES = 10  # random-resized crop: tries before the central fallback (torchvision, TF)
@@ -31,25 +31,20 @@ _TOP, _LEFT, _FLIP = 2 * TRIES, 2 * TRIES + 1, 2 * TRIES + 2
 _BRIGHTNESS, _CONTRAST, _SATURATION, _HUE = range(2 * TRIES + 3, 2 * TRIES + 7)
 DRAWS = 2 * TRIES + 7
 
+# The whole picture, resized; no randomness (what `augment=None` draws: a read through a
+# cache without augment=).
+NO_AUGMENT = Augment(crop=None, flip=False)
+
 
 @dataclasses.dataclass(frozen=True)
-class Windows:
-    """One batch's choices, each an array with one value per example.
-
-    top, left, height, width: int64, the crop in the picture's pixels.
-    flip: bool, mirror left-right. brightness, contrast, saturation: float32
-    factors (1 = unchanged); hue: float32 shift in turns (0 = unchanged).
-    """
+class Rectangles:
+    """A rectangle per example: top, left, height, width, int64 arrays (the crop windows
+    here, the erased boxes of `fast_tfds.augment.erasing`)."""
 
     top: np.ndarray
     left: np.ndarray
     height: np.ndarray
     width: np.ndarray
-    flip: np.ndarray
-    brightness: np.ndarray
-    contrast: np.ndarray
-    saturation: np.ndarray
-    hue: np.ndarray
 
     def __len__(self) -> int:
         return len(self.top)
@@ -58,9 +53,21 @@ class Windows:
         """(top, left, height, width) of example i, as plain ints."""
         return (int(self.top[i]), int(self.left[i]), int(self.height[i]), int(self.width[i]))
 
-    def jittered(self, i: int) -> bool:
-        """Whether example i's colours change."""
-        return bool(self.jittered_mask[i])
+
+@dataclasses.dataclass(frozen=True)
+class Windows(Rectangles):
+    """One batch's choices, each an array with one value per example.
+
+    top, left, height, width: int64, the crop in the picture's pixels.
+    flip: bool, mirror left-right. brightness, contrast, saturation: float32
+    factors (1 = unchanged); hue: float32 shift in turns (0 = unchanged).
+    """
+
+    flip: np.ndarray
+    brightness: np.ndarray
+    contrast: np.ndarray
+    saturation: np.ndarray
+    hue: np.ndarray
 
     @property
     def jittered_mask(self) -> np.ndarray:
@@ -70,14 +77,14 @@ class Windows:
         )
 
 
-def uniforms(seed: int, epoch: int, indices, draws: int = DRAWS) -> np.ndarray:
-    """[len(indices), draws] uniforms in [0, 1) (`counters.uniforms`), the windows' own
+def uniforms(seed: int, epoch: int, indices, columns: int = DRAWS) -> np.ndarray:
+    """[len(indices), columns] uniforms in [0, 1) (`draws.uniforms`), the windows' own
     columns by default."""
-    return counters.uniforms(seed, epoch, indices, draws)
+    return draws.uniforms(seed, epoch, indices, columns)
 
 
 def sample(
-    augment: Augment,
+    augment: Augment | None,
     seed: int,
     epoch: int,
     indices,
@@ -89,8 +96,9 @@ def sample(
 
     `heights`, `widths`: the size of each example's picture (what the window is cut
     from); `output_size` (height, width): only the center crop uses it, for its
-    aspect ratio.
+    aspect ratio. `augment` None: `NO_AUGMENT`.
     """
+    augment = augment or NO_AUGMENT
     heights = np.asarray(heights, np.int64).reshape(-1)
     widths = np.asarray(widths, np.int64).reshape(-1)
     n = len(heights)

@@ -20,7 +20,7 @@ from typing import Any
 # below it.
 SEED_LIMIT = 2**32
 # Every seed is 64 bits, of either sign (tf.data takes 2**64 - 1 as -1); the crops,
-# mixes and orders are drawn from those 64 bits (`fast_tfds.augment.counters`), so both
+# mixes and orders are drawn from those 64 bits (`fast_tfds.augment.draws`), so both
 # back ends cut the same crops for the same seed.
 SEED_RANGE = (-(2**63), 2**64)
 

@@ -99,7 +99,7 @@ def test_brightness_contrast_saturation_follow_torchvision():
         (0.9, 1.2, 0.6),
     ]:
         out = image.copy()
-        kernels.jitter_into(out, brightness, contrast, saturation, 0.0)
+        jitter_into(out, brightness, contrast, saturation, 0.0)
         expected = torchvision_jitter(image, brightness, contrast, saturation)
         assert np.abs(out - expected).max() <= 1, (brightness, contrast, saturation)
 
@@ -110,21 +110,37 @@ def test_hue_rotates_the_chroma_and_keeps_the_luma():
     yiq = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
     before = image.astype(np.float64) @ yiq.T
     out = image.copy()
-    kernels.jitter_into(out, 1, 1, 1, 0.5)  # half a turn: chroma negated
+    jitter_into(out, 1, 1, 1, 0.5)  # half a turn: chroma negated
     after = out.astype(np.float64) @ yiq.T
     inside = (out > 0).all(-1) & (out < 255).all(-1)
     assert inside.mean() > 0.9
     assert np.abs(after[inside, 0] - before[inside, 0]).max() < 1.0
     assert np.abs(after[inside, 1:] + before[inside, 1:]).max() < 1.5
     out = image.copy()
-    kernels.jitter_into(out, 1, 1, 1, 0.0)
+    jitter_into(out, 1, 1, 1, 0.0)
     assert np.array_equal(out, image)
 
 
 def test_jitter_clips_to_uint8():
     out = np.full((4, 4, 3), 200, np.uint8)
-    kernels.jitter_into(out, 1.5, 1, 1, 0)
+    jitter_into(out, 1.5, 1, 1, 0)
     assert (out == 255).all()
+
+
+def jitter_into(
+    image: np.ndarray, brightness: float, contrast: float, saturation: float, hue: float
+) -> None:
+    """Colour jitter of one [h, w, 3] uint8 RGB picture, in place: the kernel's finish of
+    one example whose draws are these factors."""
+    one = windows.Windows(
+        *(np.zeros(1, np.int64) for _ in range(4)),
+        flip=np.zeros(1, bool),
+        brightness=np.array([brightness], np.float32),
+        contrast=np.array([contrast], np.float32),
+        saturation=np.array([saturation], np.float32),
+        hue=np.array([hue], np.float32),
+    )
+    kernels.finish_into(image, one, 0)
 
 
 def smooth_photo(rng, height, width) -> np.ndarray:

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from fast_tfds.augment import Augment, counters, draws, kernels, policies, recipe, windows
+from fast_tfds.augment import Augment, draws, kernels, recipe, windows
 from fast_tfds.samples import photos
 
 
@@ -29,7 +29,7 @@ def _serve(pics, r, seed=0, epoch=0, threads=1, size=96):
 
 
 def test_plain_recipe_is_todays_kernel(cached):
-    ours = _serve(cached, recipe.Recipe(Augment()), seed=3, epoch=2)
+    ours = _serve(cached, Augment(), seed=3, epoch=2)
     drawn = windows.sample(
         Augment(), 3, 2, np.arange(len(cached)), *zip(*[p.shape[:2] for p in cached], strict=True)
     )
@@ -48,7 +48,7 @@ def test_rotation_reads_back_from_coordinate_pictures():
     y, x = np.mgrid[:200, :200]
     picture = np.stack([x, y, np.full_like(x, 128)], axis=-1).astype(np.uint8)
     pics = [picture] * 12
-    r = recipe.Recipe(Augment(crop=None, flip=False), rotate=40.0)
+    r = Augment(crop=None, flip=False, rotate=40.0)
     out = _serve(pics, r, size=100)
     for i, angle in enumerate(recipe.angles(40.0, 0, 0, np.arange(12))):
         row = out[i, 50, 35:65].astype(float)
@@ -58,7 +58,7 @@ def test_rotation_reads_back_from_coordinate_pictures():
 
 @pytest.mark.parametrize("name", ["trivial_augment_wide", "rand_augment", "rand-m9-mstd0.5-inc1"])
 def test_policy_and_erasing_repeat_for_a_seed_and_threads(cached, name):
-    r = recipe.Recipe(Augment(brightness=0.2), rotate=10.0, policy=policies.parse(name), erase=0.5)
+    r = Augment(brightness=0.2, rotate=10.0, auto_augment=name, erase=0.5)
     one = _serve(cached, r, seed=1, epoch=4)
     assert np.array_equal(one, _serve(cached, r, seed=1, epoch=4, threads=3))
     assert not np.array_equal(one, _serve(cached, r, seed=2, epoch=4))
@@ -66,11 +66,11 @@ def test_policy_and_erasing_repeat_for_a_seed_and_threads(cached, name):
 
 def test_bad_rotate():
     with pytest.raises(ValueError, match="rotate=-1"):
-        recipe.Recipe(rotate=-1)
+        Augment(rotate=-1)
     with pytest.raises(ValueError, match="erase=2"):
-        recipe.Recipe(erase=2)
+        Augment(erase=2)
 
 
 def test_the_stronger_draws_start_after_the_windows_own_columns():
     assert draws.ROTATE == draws.WINDOW_DRAWS == windows.DRAWS
-    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), counters.uniforms(1, 2, [3, 4], 27))
+    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), draws.uniforms(1, 2, [3, 4], 27))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import simplejpeg
 
-from fast_tfds.augment import Augment, erasing, recipe, step
+from fast_tfds.augment import Augment, erasing, recipe, step, windows
 from fast_tfds.cache.pictures import PictureCache
 from tests.augment.test_kernels import coordinates, smooth_photo
 
@@ -48,7 +48,8 @@ def test_a_served_crop_matches_the_crop_of_the_full_decode():
         out = step.serve_into(
             cache, slots, Augment(), 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
         )
-        drawn = step.windows_of(cache, slots, Augment(), 3, epoch, indices)
+        sizes = cache.reference_heights[slots], cache.reference_widths[slots]
+        drawn = windows.sample(Augment(), 3, epoch, indices, *sizes, cache.output_size)
         for i, jpeg in enumerate(jpegs):
             full = simplejpeg.decode_jpeg(jpeg, colorspace="RGB", fastdct=True)
             top, left, height, width = drawn.window(i)

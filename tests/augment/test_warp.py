@@ -56,9 +56,7 @@ def test_one_warp_is_within_the_bound_of_todays_crop(cached, size):
     for epoch in range(3):
         drawn = windows.sample(Augment(), 0, epoch, np.arange(n), *_sizes(cached))
         today = kernels.apply_into(cached, drawn, np.zeros((n, size, size, 3), np.uint8))
-        m = affine.window_matrices(
-            drawn.top, drawn.left, drawn.height, drawn.width, drawn.flip, (size, size)
-        )
+        m = affine.window_matrices(drawn, (size, size))
         boxes = kernels.source_boxes(cached, drawn)
         for i in range(n):
             out = np.empty((size, size, 3), np.uint8)

@@ -48,9 +48,7 @@ def expected_strong(augment, seed, epoch, indices, pictures, size=(224, 224)):
     (rotation, TrivialAugmentWide, random erasing: the stronger recipes)."""
     indices = list(indices)
     out = np.zeros((len(indices), *size, 3), np.uint8)
-    return recipe.apply_into(
-        [pictures[i] for i in indices], recipe.of(augment), seed, epoch, indices, out
-    )
+    return recipe.apply_into([pictures[i] for i in indices], augment, seed, epoch, indices, out)
 
 
 def grain_order(n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)) -> list[int]:

@@ -19,18 +19,14 @@ NAMES = ("trivial_augment_wide", "rand_augment")
 
 
 def parse(name: str, **options):
-    """The policy named `name`: torchvision's "trivial_augment_wide" or "rand_augment"
-    (options: num_ops, magnitude, num_magnitude_bins), or a timm config string starting
-    with "rand-" (no options: the string holds them)."""
+    """The policy named `name`: torchvision's "trivial_augment_wide" (option:
+    num_magnitude_bins) or "rand_augment" (options: num_ops, magnitude,
+    num_magnitude_bins), or a timm config string starting with "rand-" (no options: the
+    string holds them)."""
+    check_options(name, options)
     if not isinstance(name, str):
         raise ValueError(f"auto_augment={name!r}: must be a string")
     if name == "trivial_augment_wide":
-        for field in ("num_ops", "magnitude"):
-            if field in options:
-                raise ValueError(
-                    f"{field}={options[field]!r}: trivial_augment_wide draws one op at a random "
-                    "bin per picture and takes no {field}; leave it out".replace("{field}", field)
-                )
         return torchvision.TrivialAugmentWide(**options)
     if name == "rand_augment":
         return torchvision.RandAugment(**options)
@@ -45,3 +41,21 @@ def parse(name: str, **options):
         f"auto_augment={name!r}: must be 'trivial_augment_wide', 'rand_augment' or a timm "
         "config string such as 'rand-m9-mstd0.5-inc1'"
     )
+
+
+def check_options(name, options: dict) -> None:
+    """num_ops= and magnitude= only with auto_augment="rand_augment" (`name`; None: no
+    policy is on): the others draw their own, and a timm config string holds its own."""
+    for field in ("num_ops", "magnitude"):
+        if field not in options or name == "rand_augment":
+            continue
+        if name is None:
+            why = "no policy is on"
+        elif isinstance(name, str) and name.startswith("rand"):
+            why = "a timm config string holds its own, e.g. 'rand-m9-n2'"
+        else:
+            why = f"{name} draws its own"
+        raise ValueError(
+            f"{field}={options[field]!r}: must be left out: only auto_augment='rand_augment' "
+            f"takes {field} ({why})"
+        )

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 
 from fast_tfds.augment import draws
+from fast_tfds.augment.checks import check_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +35,8 @@ class Drawn:
 
 def check_num_ops(n) -> None:
     """A RandAugment's `num_ops`: ops chosen per example, as many as the draws hold."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= draws.MAX_OPS:
-        raise ValueError(f"num_ops={n!r}: must be an integer in [0, {draws.MAX_OPS}]")
+    must = f"an integer in [0, {draws.MAX_OPS}]"
+    check_number("num_ops", n, lambda v: 0 <= v <= draws.MAX_OPS, must, kind=int)
 
 
 def choose_ops(seed: int, epoch: int, indices, num_ops: int, num_names: int):

@@ -38,6 +38,7 @@ import re
 
 import numpy as np
 
+from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
 
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitude 10 is each op's full range
@@ -61,6 +62,15 @@ OPS = (
     "translate_y",
 )
 _ENHANCE = ("color", "contrast", "brightness", "sharpness")
+# A config string's numeric sections: the field each sets and how its text reads ("inc"
+# is read apart: any text turns it on).
+_SECTIONS = {
+    "mstd": ("magnitude_std", lambda text: math.inf if float(text) > 100 else float(text)),
+    "mmax": ("magnitude_max", lambda text: float(int(text))),
+    "m": ("magnitude", lambda text: float(int(text))),
+    "n": ("num_ops", int),
+    "p": ("prob", float),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +87,8 @@ class RandAugment:
 
     def __post_init__(self) -> None:
         check_num_ops(self.num_ops)
-        if not 0 <= self.prob <= 1:
-            raise ValueError(f"prob={self.prob!r}: must be in [0, 1]")
-        if self.magnitude_std < 0:
-            raise ValueError(f"magnitude_std={self.magnitude_std!r}: must be >= 0")
+        check_number("prob", self.prob, lambda v: 0 <= v <= 1, "in [0, 1]")
+        check_number("magnitude_std", self.magnitude_std, lambda v: v >= 0, ">= 0")
 
     @classmethod
     def parse(cls, config: str) -> RandAugment:
@@ -94,28 +102,18 @@ class RandAugment:
             if len(parts) < 2:  # timm skips a section without a number
                 continue
             key, value = parts[:2]
+            if key == "inc":
+                fields["increasing"] = fields.get("increasing", False) or bool(value)
+                continue
+            if key not in _SECTIONS:
+                raise ValueError(
+                    f"auto_augment={config!r}: unknown section {section!r}: sections must "
+                    "be m, n, mstd, mmax, inc or p (timm's RandAugment's)"
+                )
+            field, read = _SECTIONS[key]
             try:
-                if key == "mstd":
-                    std = float(value)
-                    fields["magnitude_std"] = math.inf if std > 100 else std
-                elif key == "mmax":
-                    fields["magnitude_max"] = float(int(value))
-                elif key == "inc":
-                    fields["increasing"] = fields.get("increasing", False) or bool(value)
-                elif key == "m":
-                    fields["magnitude"] = float(int(value))
-                elif key == "n":
-                    fields["num_ops"] = int(value)
-                elif key == "p":
-                    fields["prob"] = float(value)
-                else:
-                    raise ValueError(
-                        f"auto_augment={config!r}: unknown section {section!r}: sections must "
-                        "be m, n, mstd, mmax, inc or p (timm's RandAugment's)"
-                    )
-            except ValueError as error:
-                if "unknown section" in str(error):
-                    raise
+                fields[field] = read(value)
+            except ValueError:
                 raise ValueError(
                     f"auto_augment={config!r}: section {section!r} must be a number"
                 ) from None

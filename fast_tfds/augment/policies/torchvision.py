@@ -28,6 +28,7 @@ import dataclasses
 
 import numpy as np
 
+from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
 
 OPS = (
@@ -77,24 +78,25 @@ def tables(bins: int, output_size: tuple[int, int], wide: bool) -> np.ndarray:
 def arguments(ops: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     """The op modules' arguments for torchvision's (signed) magnitudes."""
     args = magnitude.copy()
-    index = {name: OPS.index(name) for name in OPS}
-    enhance = np.isin(ops, [index[n] for n in _ENHANCE])
+    enhance = np.isin(ops, [OPS.index(n) for n in _ENHANCE])
     args[enhance] = 1.0 + magnitude[enhance]
-    whole = np.isin(ops, [index["translate_x"], index["translate_y"], index["posterize"]])
+    whole = np.isin(ops, [OPS.index(n) for n in ("translate_x", "translate_y", "posterize")])
     args[whole] = np.trunc(magnitude[whole])  # torchvision's int(magnitude)
     return args
 
 
-def _signs(u: np.ndarray, ops: np.ndarray) -> np.ndarray:
+def _drawn(u: np.ndarray, ops: np.ndarray, magnitude: np.ndarray) -> Drawn:
+    """The chosen `ops` at their table's `magnitude`, a signed op's negated where its sign
+    column u[..., 3] is below one half; every op applied."""
     signed = np.isin(ops, [OPS.index(n) for n in _SIGNED])
-    return np.where(signed & (u < 0.5), -1.0, 1.0)
+    magnitude = magnitude * np.where(signed & (u[..., 3] < 0.5), -1.0, 1.0)
+    return Drawn(OPS, ops, magnitude, arguments(ops, magnitude), np.ones(ops.shape, bool))
 
 
 def _check_bins(num_magnitude_bins) -> int:
-    if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int):
-        raise ValueError(f"num_magnitude_bins={num_magnitude_bins!r}: must be an integer >= 2")
-    if num_magnitude_bins < 2:
-        raise ValueError(f"num_magnitude_bins={num_magnitude_bins!r}: must be an integer >= 2")
+    check_number(
+        "num_magnitude_bins", num_magnitude_bins, lambda v: v >= 2, "an integer >= 2", kind=int
+    )
     return num_magnitude_bins
 
 
@@ -113,8 +115,7 @@ class TrivialAugmentWide:
         u, op = choose_ops(seed, epoch, indices, 1, len(OPS))
         bins = self.num_magnitude_bins
         level = np.minimum(np.floor(u[..., 1] * bins), bins - 1).astype(np.int64)
-        magnitude = tables(bins, output_size, wide=True)[op, level] * _signs(u[..., 3], op)
-        return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
+        return _drawn(u, op, tables(bins, output_size, wide=True)[op, level])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,15 +131,10 @@ class RandAugment:
     def __post_init__(self) -> None:
         bins = _check_bins(self.num_magnitude_bins)
         check_num_ops(self.num_ops)
-        m = self.magnitude
-        if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < bins:
-            raise ValueError(
-                f"magnitude={m!r}: must be an integer bin in [0, {bins - 1}] "
-                f"(num_magnitude_bins={bins})"
-            )
+        must = f"an integer bin in [0, {bins - 1}] (num_magnitude_bins={bins})"
+        check_number("magnitude", self.magnitude, lambda v: 0 <= v < bins, must, kind=int)
 
     def draw(self, seed: int, epoch: int, indices, output_size: tuple[int, int]) -> Drawn:
         u, op = choose_ops(seed, epoch, indices, self.num_ops, len(OPS))
         table = tables(self.num_magnitude_bins, output_size, wide=False)[:, self.magnitude]
-        magnitude = table[op] * _signs(u[..., 3], op)
-        return Drawn(OPS, op, magnitude, arguments(op, magnitude), np.ones(op.shape, bool))
+        return _drawn(u, op, table[op])
