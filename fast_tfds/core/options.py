@@ -3,7 +3,9 @@ starts with the argument (`batch_size=0: must be a positive integer`), so that a
 user sees at once which keyword to change.
 
 `fast_tfds.read.options.ReadOptions` and `fast_tfds.loader.options.LoaderOptions`
-run them in their constructors; image sizes are checked in `fast_tfds.core.sizes`.
+run `check_shared` in their constructors; image sizes are checked in
+`fast_tfds.core.sizes`, and `augment`, `mix` and a `ProgressiveResize` in
+`fast_tfds.augment`, which `core` does not import.
 """
 
 from __future__ import annotations
@@ -127,3 +129,22 @@ def check_cache_dir(cache_dir: Any) -> None:
             f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
             "are a memory-mapped file)"
         )
+
+
+def check_shared(opts: Any, *, unbatched: bool, in_memory: bool) -> None:
+    """The checks of the options both back ends take, with the same names and one-line
+    errors: `opts` is a `ReadOptions` or a `LoaderOptions`. `unbatched`: batch_size=None
+    (unbatched examples) is allowed; `in_memory`: `cache` asks for the in-memory cache
+    that `persist` keeps in a file. Each back end checks `cache` itself first (the two
+    take different values)."""
+    check_batch_size(opts.batch_size, optional=unbatched)
+    check_bool("shuffle", opts.shuffle)
+    check_seed(opts.seed)
+    check_num_epochs(opts.num_epochs)
+    check_bool("drop_remainder", opts.drop_remainder)
+    check_shard(opts.shard_index, opts.shard_count)
+    check_cache_budget(opts.cache_budget)
+    check_int("cache_shorter_side", opts.cache_shorter_side, optional=True)
+    check_cache_dir(opts.cache_dir)
+    check_persist(opts.persist, opts.cache, in_memory=in_memory)
+    check_bool("with_index", opts.with_index)

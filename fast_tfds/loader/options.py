@@ -15,20 +15,10 @@ import os
 from typing import Any
 
 from fast_tfds.augment.mixing import Mix, check_mix
-from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
+from fast_tfds.augment.progressive import check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import (
-    check_batch_size,
-    check_bool,
-    check_cache_budget,
-    check_cache_dir,
-    check_int,
-    check_num_epochs,
-    check_persist,
-    check_seed,
-    check_shard,
-)
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+from fast_tfds.core.options import check_int, check_shared
+from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE
 
 # cache="auto" (the default): cache=True in this process (num_workers=0); with worker
 # processes, a complete persisted file if there is one, else no cache (one log line).
@@ -138,28 +128,15 @@ class LoaderOptions:
     mix: Mix | None = None
 
     def __post_init__(self) -> None:
-        check_batch_size(self.batch_size, optional=False)
-        if isinstance(self.image_size, ProgressiveResize):
-            check_progressive(self.image_size, self.augment, caller="as_fast_loader")
-        else:
-            check_image_size(self.image_size)
-        check_bool("shuffle", self.shuffle)
-        check_seed(self.seed)
-        check_num_epochs(self.num_epochs)
-        check_bool("drop_remainder", self.drop_remainder)
-        check_shard(self.shard_index, self.shard_count)
+        if not isinstance(self.cache, bool) and self.cache != AUTO:
+            raise ValueError(f"cache={self.cache!r}: must be True, False or {AUTO!r}")
+        check_shared(self, unbatched=False, in_memory=self.caches)
+        check_progressive(self.image_size, self.augment, caller="as_fast_loader")
         check_int("num_threads", self.num_threads, optional=True)
         check_int("num_workers", self.num_workers, minimum=0)
         check_int("worker_buffer_size", self.worker_buffer_size)
         check_augment(self.augment)
-        if not isinstance(self.cache, bool) and self.cache != AUTO:
-            raise ValueError(f"cache={self.cache!r}: must be True, False or {AUTO!r}")
-        check_cache_budget(self.cache_budget)
-        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
-        check_cache_dir(self.cache_dir)
-        check_bool("with_index", self.with_index)
         check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
-        check_persist(self.persist, self.cache, in_memory=self.caches)
         if self.cache is True and self.num_workers and not self.persist:
             raise ValueError(
                 f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "

@@ -17,23 +17,11 @@ from typing import Any
 import tensorflow as tf
 
 from fast_tfds.augment.mixing import Mix, check_mix
-from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
+from fast_tfds.augment.progressive import check_progressive
 from fast_tfds.augment.spec import Augment, check_augment
 from fast_tfds.cache.remote import object_stores
-from fast_tfds.core.options import (
-    check_batch_size,
-    check_bool,
-    check_cache_budget,
-    check_cache_dir,
-    check_int,
-    check_num_epochs,
-    check_persist,
-    check_seed,
-    check_shard,
-    is_int,
-    warn_renamed,
-)
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+from fast_tfds.core.options import check_bool, check_int, check_shared, is_int, warn_renamed
+from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE
 
 SHARDING_POLICIES = ("dynamic", "off")
 
@@ -234,28 +222,17 @@ class ReadOptions:
     mix: Mix | None = None
 
     def __post_init__(self) -> None:
-        check_batch_size(self.batch_size)
-        if isinstance(self.image_size, ProgressiveResize):
-            check_progressive(self.image_size, self.augment, caller="as_fast_dataset")
-        else:
-            check_image_size(self.image_size)
-        _check_cache(self.cache)
-        check_cache_budget(self.cache_budget)
-        check_cache_dir(self.cache_dir)
-        check_persist(self.persist, self.cache, in_memory=self.cache is True)
-        check_bool("shuffle", self.shuffle)
-        check_int("shuffle_buffer", self.shuffle_buffer)
-        check_seed(self.seed)
-        if self.deterministic is not None:
-            check_bool("deterministic", self.deterministic)
         if self.repeat is not None:
             self._take_repeat()
-        check_num_epochs(self.num_epochs)
-        check_bool("drop_remainder", self.drop_remainder)
-        check_bool("as_supervised", self.as_supervised)
         if self.input_context is not None:
             self._take_input_context()
-        check_shard(self.shard_index, self.shard_count)
+        _check_cache(self.cache)
+        check_shared(self, unbatched=True, in_memory=self.cache is True)
+        check_progressive(self.image_size, self.augment, caller="as_fast_dataset")
+        check_int("shuffle_buffer", self.shuffle_buffer)
+        if self.deterministic is not None:
+            check_bool("deterministic", self.deterministic)
+        check_bool("as_supervised", self.as_supervised)
         if self.dtype not in (tf.float32, tf.uint8):
             raise ValueError(
                 f"dtype={self.dtype!r}: must be tf.float32 (scaled to [0, 1]) or tf.uint8"
@@ -271,9 +248,7 @@ class ReadOptions:
                     "deterministic=True: with service= the workers deliver examples as they "
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
-        check_bool("with_index", self.with_index)
         check_augment(self.augment)
-        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         if self.augment is not None:
             _check_augmented(self)
         check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
