@@ -69,19 +69,20 @@ def _reads_every_shard(options: dict[str, Any]) -> bool:
     epoch: not a share of them (input_context, shard_count), not through the tf.data service (its
     workers read the files), not from a file or persisted cache that may hold the split
     already. Unknown values count as no: the options are checked later, in their turn."""
-    base = options.get("options")
-    base = base if isinstance(base, ReadOptions) else ReadOptions()
-
-    def get(key: str) -> Any:
-        return options.get(key, getattr(base, key))
-
     return (
-        get("input_context") is None
-        and get("shard_count") == 1
-        and get("service") is None
-        and get("persist") is False
-        and isinstance(get("cache"), bool)
+        _given(options, "input_context") is None
+        and _given(options, "shard_count") == 1
+        and _given(options, "service") is None
+        and _given(options, "persist") is False
+        and isinstance(_given(options, "cache"), bool)
     )
+
+
+def _given(options: dict[str, Any], key: str) -> Any:
+    """Option `key` of a front door's keywords, unchecked: the keyword, else the field of
+    the `options=` `ReadOptions` it passes, else the default."""
+    base = options.get("options")
+    return options.get(key, getattr(base if isinstance(base, ReadOptions) else ReadOptions, key))
 
 
 def _read_with_hook(
@@ -97,10 +98,9 @@ def _read_with_hook(
     if not settings:
         return read_split(builder, split, **options)
     hook.check(builder.info.features, settings)
-    base = options.get("options") or ReadOptions()
-    as_supervised = options.get("as_supervised", base.as_supervised)
+    as_supervised = _given(options, "as_supervised")
     changes = hook.reader_options(settings, as_supervised=as_supervised)
-    clash = sorted(k for k in changes if k != "as_supervised" and options.get(k, getattr(base, k)))
+    clash = sorted(k for k in changes if k != "as_supervised" and _given(options, k))
     if clash:
         asked = ", ".join(f"{key}={value!r}" for key, value in settings.items() if value)
         raise ValueError(f"{clash[0]}: {name} sets it itself for {asked}; pass one or the other")
@@ -130,7 +130,7 @@ def read_split(
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)
-    make_epoch, serve, cache = plans.PIPELINES[plan](reading)
+    make_epoch, serve, cache = plans.pipeline(plan, reading)
     return repeat_epochs(make_epoch, reading, cache, serve)
 
 
