@@ -11,14 +11,11 @@ when the loader is made. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Any
 
-from fast_tfds.augment.mixing import Mix, check_mix
+from fast_tfds.augment.mixing import check_mix
 from fast_tfds.augment.progressive import check_progressive
-from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import check_int, check_shared
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE
+from fast_tfds.augment.spec import check_augment
+from fast_tfds.core.options import SharedOptions, check_int, check_shared
 
 # cache="auto" (the default): cache=True in this process (num_workers=0); with worker
 # processes, a complete persisted file if there is one, else no cache (one log line).
@@ -26,8 +23,9 @@ AUTO = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
-class LoaderOptions:
-    """What `as_fast_loader` does.
+class LoaderOptions(SharedOptions):
+    """What `as_fast_loader` does (the options the tf.data reader takes too, with their
+    defaults, are `SharedOptions`').
 
     Attributes:
       batch_size: examples per batch.
@@ -107,25 +105,10 @@ class LoaderOptions:
         (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
-    batch_size: int = 32
-    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
-    shuffle: bool = True
-    seed: int | None = None
-    num_epochs: int | None = 1
-    drop_remainder: bool = False
-    shard_index: int = 0
-    shard_count: int = 1
+    cache: bool | str = AUTO
     num_threads: int | None = None
     num_workers: int = 0
     worker_buffer_size: int = 2
-    augment: Augment | None = None
-    cache: bool | str = AUTO
-    cache_budget: int | None = None
-    cache_shorter_side: int | None = None
-    cache_dir: str | os.PathLike | None = None
-    persist: bool = False
-    with_index: bool = False
-    mix: Mix | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.cache, bool) and self.cache != AUTO:
@@ -148,10 +131,3 @@ class LoaderOptions:
         """Whether a picture store is made: cache=True, or "auto" in this process (with
         workers "auto" looks for a persisted file, `fast_tfds.loader.cached`)."""
         return self.cache is True or self.cache == AUTO
-
-    @classmethod
-    def names(cls) -> frozenset[str]:
-        return frozenset(field.name for field in dataclasses.fields(cls))
-
-    def replace(self, **changes: Any) -> LoaderOptions:
-        return dataclasses.replace(self, **changes)

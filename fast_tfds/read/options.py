@@ -12,16 +12,21 @@ import dataclasses
 import enum
 import os
 from collections.abc import Callable, Collection
-from typing import Any
 
 import tensorflow as tf
 
-from fast_tfds.augment.mixing import Mix, check_mix
+from fast_tfds.augment.mixing import check_mix
 from fast_tfds.augment.progressive import check_progressive
-from fast_tfds.augment.spec import Augment, check_augment
+from fast_tfds.augment.spec import check_augment
 from fast_tfds.cache.remote import object_stores
-from fast_tfds.core.options import check_bool, check_int, check_shared, is_int, warn_renamed
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE
+from fast_tfds.core.options import (
+    SharedOptions,
+    check_bool,
+    check_int,
+    check_shared,
+    is_int,
+    warn_renamed,
+)
 
 SHARDING_POLICIES = ("dynamic", "off")
 
@@ -74,8 +79,9 @@ class Batching:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReadOptions:
-    """What `read_split` (and `as_fast_dataset`) does. Every field is a keyword of both.
+class ReadOptions(SharedOptions):
+    """What `read_split` (and `as_fast_dataset`) does. Every field is a keyword of both
+    (those the loader takes too, with their defaults, are `SharedOptions`').
 
     Attributes:
       batch_size: examples per batch (the global batch when `input_context` is
@@ -194,32 +200,16 @@ class ReadOptions:
         not for evaluation (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
-    batch_size: int | None = 32
-    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
-    cache: bool | str | os.PathLike = True
-    cache_budget: int | None = None
-    cache_dir: str | os.PathLike | None = None
-    persist: bool = False
-    shuffle: bool = True
     shuffle_buffer: int = 1024
-    seed: int | None = None
     deterministic: bool | None = None
-    num_epochs: int | None = 1
     repeat: bool | int | None = None  # The former name of num_epochs: None when not given.
-    drop_remainder: bool = False
     dtype: tf.DType = tf.float32
     as_supervised: bool = True
-    shard_index: int = 0
-    shard_count: int = 1
     input_context: tf.distribute.InputContext | None = None
     transform: Callable[[dict], dict] | None = None
     transform_keys: Collection[str] = ()
     service: str | None = None
     service_sharding: str = "dynamic"
-    augment: Augment | None = None
-    cache_shorter_side: int | None = None
-    with_index: bool = False
-    mix: Mix | None = None
 
     def __post_init__(self) -> None:
         if self.repeat is not None:
@@ -314,9 +304,6 @@ class ReadOptions:
     def epochs(self) -> int | None:
         """Epochs per iteration: None for forever."""
         return self.num_epochs
-
-    def replace(self, **changes: Any) -> ReadOptions:
-        return dataclasses.replace(self, **changes)
 
 
 def _check_augmented(opts: ReadOptions) -> None:

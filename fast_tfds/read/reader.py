@@ -6,7 +6,6 @@ features (see `plans` and the diagram in `fast_tfds.read`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
@@ -91,7 +90,7 @@ def _read_with_hook(
     """`read_split`, with the keywords the dataset's hook declares (e.g. Stanford Dogs'
     crop_to_box) taken out of `options` and applied through the hook."""
     hook = dataset_hooks.hook_for(name)
-    names = {"options", *(f.name for f in dataclasses.fields(ReadOptions))}
+    names = {"options", *ReadOptions.names()}
     settings, options = dataset_hooks.dataset_settings(
         hook.reader_keywords, options, options=names, caller="as_fast_dataset", dataset=name
     )
@@ -135,7 +134,7 @@ def read_split(
 
 
 def _options(options: ReadOptions | None, keywords: dict[str, Any]) -> ReadOptions:
-    known = {f.name for f in dataclasses.fields(ReadOptions)}
+    known = ReadOptions.names()
     unknown = sorted(set(keywords) - known)
     if unknown:
         raise TypeError(
