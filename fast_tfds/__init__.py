@@ -42,6 +42,4 @@ _EXPORTS = {
     "MIN_SHARDS_PER_SPLIT": "fast_tfds.building.shards",
 }
 
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = exports(__name__, _EXPORTS)
+__all__, __getattr__, __dir__ = exports(__name__, _EXPORTS)

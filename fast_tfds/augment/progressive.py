@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from fast_tfds.core.options import is_int
+from fast_tfds.core.sizes import check_image_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +83,11 @@ def largest(image_size):
 
 
 def check_progressive(image_size, augment, *, caller: str) -> None:
-    """A schedule needs an augmentation that crops: the cache then keeps each picture
-    at a resolution that serves any size up to the largest."""
+    """`image_size` of either back end: a size (`fast_tfds.core.sizes.check_image_size`),
+    or a schedule, which needs an augmentation that crops: the cache then keeps each
+    picture at a resolution that serves any size up to the largest."""
     if not isinstance(image_size, ProgressiveResize):
+        check_image_size(image_size)
         return
     if augment is None or augment.crop is None:
         raise ValueError(

@@ -54,15 +54,29 @@ def load_builder(
     folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
 
     def not_in_store(why: Exception) -> DatasetNotBuilt:
-        return _not_in_store(
-            name,
-            config,
-            folder,
-            builder_dir,
-            download_and_prepare,
-            download_config,
-            file_format,
-            why,
+        """The one line for a version folder in an object store that holds no build (or
+        half of one: its metadata is uploaded last). A build is read from a store, never
+        made there: the command builds it locally, to be copied there."""
+        if builder_dir is not None:
+            return DatasetNotBuilt(
+                f"builder_dir={os.fspath(builder_dir)!r}: no build there, or not published "
+                f"yet ({why})"
+            )
+        local = tfds.builder(name, config=None if config is None else str(config))
+        what = local.info.full_name
+        root = folder[: -len(what)].rstrip("/")
+        command = build_command(local, download_config, file_format)
+        copy = (
+            f"run `{command}`, then `fast-tfds publish {local.data_dir} {root}` (a build in an "
+            f"object store is read, never made there: {why})"
+        )
+        if not download_and_prepare:
+            return DatasetNotBuilt(
+                f"download_and_prepare=False: {what} is not built in {root}; {copy}"
+            )
+        return DatasetNotBuilt(
+            f"download_and_prepare=True: {what} is not built in {root}, or not published "
+            f"yet; {copy}"
         )
 
     if copy_metadata is not None and folder is not None and "://" in folder:
@@ -182,38 +196,6 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
         f"{argument}={text!r}: {said}, which nothing here reads; pass it as {argument}="
         f"{url!r} (read through s3fs: pip install 'fast-image-tfds[s3]') or copy it to a "
         f"local folder (`aws s3 sync {url} {local}`)"
-    )
-
-
-def _not_in_store(
-    name: str,
-    config: str | None,
-    folder: str,
-    builder_dir: str | os.PathLike | None,
-    download_and_prepare: bool,
-    download_config: tfds.download.DownloadConfig | None,
-    file_format: str | None,
-    why: Exception,
-) -> DatasetNotBuilt:
-    """The one line for a version folder in an object store that holds no build (or
-    half of one: its metadata is uploaded last). A build is read from a store, never
-    made there: the command builds it locally, to be copied there."""
-    if builder_dir is not None:
-        return DatasetNotBuilt(
-            f"builder_dir={os.fspath(builder_dir)!r}: no build there, or not published yet ({why})"
-        )
-    local = tfds.builder(name, config=None if config is None else str(config))
-    what = local.info.full_name
-    root = folder[: -len(what)].rstrip("/")
-    command = build_command(local, download_config, file_format)
-    copy = (
-        f"run `{command}`, then `fast-tfds publish {local.data_dir} {root}` (a build in an "
-        f"object store is read, never made there: {why})"
-    )
-    if not download_and_prepare:
-        return DatasetNotBuilt(f"download_and_prepare=False: {what} is not built in {root}; {copy}")
-    return DatasetNotBuilt(
-        f"download_and_prepare=True: {what} is not built in {root}, or not published yet; {copy}"
     )
 
 

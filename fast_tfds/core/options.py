@@ -2,8 +2,11 @@
 starts with the argument (`batch_size=0: must be a positive integer`), so that a
 user sees at once which keyword to change.
 
-`fast_tfds.read.options.ReadOptions` and `fast_tfds.loader.options.LoaderOptions`
-run them in their constructors; image sizes are checked in `fast_tfds.core.sizes`.
+`SharedOptions` holds these options, with their one default each, for
+`fast_tfds.read.options.ReadOptions` and `fast_tfds.loader.options.LoaderOptions`,
+which run `check_shared` in their constructors; image sizes are checked in
+`fast_tfds.core.sizes`, and `augment`, `mix` and a `ProgressiveResize` in
+`fast_tfds.augment`, which `core` does not import.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import inspect
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, is_int
 
 # Seeds of the loader's shuffles (Grain's) are unsigned 32-bit integers: the loader
 # shuffles with `seed % SEED_LIMIT` (a seed below it as it is), and a seed it draws is
@@ -23,11 +28,6 @@ SEED_LIMIT = 2**32
 # mixes and orders are drawn from those 64 bits (`fast_tfds.augment.draws`), so both
 # back ends cut the same crops for the same seed.
 SEED_RANGE = (-(2**63), 2**64)
-
-
-def is_int(value: Any) -> bool:
-    """An int that is not a bool (True is an int to Python, never a size to us)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_int(name: str, value: Any, *, minimum: int = 1, optional: bool = False) -> None:
@@ -127,3 +127,53 @@ def check_cache_dir(cache_dir: Any) -> None:
             f"cache_dir={os.fspath(cache_dir)!r}: must be a local folder (the cache's rows "
             "are a memory-mapped file)"
         )
+
+
+def check_shared(opts: Any, *, unbatched: bool, in_memory: bool) -> None:
+    """The checks of the options both back ends take, with the same names and one-line
+    errors: `opts` is a `ReadOptions` or a `LoaderOptions`. `unbatched`: batch_size=None
+    (unbatched examples) is allowed; `in_memory`: `cache` asks for the in-memory cache
+    that `persist` keeps in a file. Each back end checks `cache` itself first (the two
+    take different values)."""
+    check_batch_size(opts.batch_size, optional=unbatched)
+    check_bool("shuffle", opts.shuffle)
+    check_seed(opts.seed)
+    check_num_epochs(opts.num_epochs)
+    check_bool("drop_remainder", opts.drop_remainder)
+    check_shard(opts.shard_index, opts.shard_count)
+    check_cache_budget(opts.cache_budget)
+    check_int("cache_shorter_side", opts.cache_shorter_side, optional=True)
+    check_cache_dir(opts.cache_dir)
+    check_persist(opts.persist, opts.cache, in_memory=in_memory)
+    check_bool("with_index", opts.with_index)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedOptions:
+    """The options both back ends take, one name and one default each: the base of
+    `fast_tfds.read.options.ReadOptions` and `fast_tfds.loader.options.LoaderOptions`,
+    which document them (the loader's `cache` defaults to "auto")."""
+
+    batch_size: int | None = 32
+    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
+    cache: bool | str | os.PathLike = True
+    cache_budget: int | None = None
+    cache_dir: str | os.PathLike | None = None
+    persist: bool = False
+    shuffle: bool = True
+    seed: int | None = None
+    num_epochs: int | None = 1
+    drop_remainder: bool = False
+    shard_index: int = 0
+    shard_count: int = 1
+    augment: Any = None  # a fast_tfds.Augment or None (`core` does not import `augment`)
+    cache_shorter_side: int | None = None
+    with_index: bool = False
+    mix: Any = None  # a fast_tfds.Mix or None
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(field.name for field in dataclasses.fields(cls))
+
+    def replace(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)

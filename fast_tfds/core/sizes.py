@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fast_tfds.core.options import is_int
-
 # The output size when none is asked for: the size config '224' stores, so that the
 # default read needs no resize.
 DEFAULT_IMAGE_SIZE = 224
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (True is an int to Python, never a size to us)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_image_size(image_size: Any) -> tuple[int, int] | None:

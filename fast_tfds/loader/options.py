@@ -11,24 +11,11 @@ when the loader is made. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Any
 
-from fast_tfds.augment.mixing import Mix, check_mix
-from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
-from fast_tfds.augment.spec import Augment, check_augment
-from fast_tfds.core.options import (
-    check_batch_size,
-    check_bool,
-    check_cache_budget,
-    check_cache_dir,
-    check_int,
-    check_num_epochs,
-    check_persist,
-    check_seed,
-    check_shard,
-)
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
+from fast_tfds.augment.mixing import check_mix
+from fast_tfds.augment.progressive import check_progressive
+from fast_tfds.augment.spec import check_augment
+from fast_tfds.core.options import SharedOptions, check_int, check_shared
 
 # cache="auto" (the default): cache=True in this process (num_workers=0); with worker
 # processes, a complete persisted file if there is one, else no cache (one log line).
@@ -36,8 +23,9 @@ AUTO = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
-class LoaderOptions:
-    """What `as_fast_loader` does.
+class LoaderOptions(SharedOptions):
+    """What `as_fast_loader` does (the options the tf.data reader takes too, with their
+    defaults, are `SharedOptions`').
 
     Attributes:
       batch_size: examples per batch.
@@ -117,49 +105,21 @@ class LoaderOptions:
         (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
-    batch_size: int = 32
-    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
-    shuffle: bool = True
-    seed: int | None = None
-    num_epochs: int | None = 1
-    drop_remainder: bool = False
-    shard_index: int = 0
-    shard_count: int = 1
+    cache: bool | str = AUTO
     num_threads: int | None = None
     num_workers: int = 0
     worker_buffer_size: int = 2
-    augment: Augment | None = None
-    cache: bool | str = AUTO
-    cache_budget: int | None = None
-    cache_shorter_side: int | None = None
-    cache_dir: str | os.PathLike | None = None
-    persist: bool = False
-    with_index: bool = False
-    mix: Mix | None = None
 
     def __post_init__(self) -> None:
-        check_batch_size(self.batch_size, optional=False)
-        if isinstance(self.image_size, ProgressiveResize):
-            check_progressive(self.image_size, self.augment, caller="as_fast_loader")
-        else:
-            check_image_size(self.image_size)
-        check_bool("shuffle", self.shuffle)
-        check_seed(self.seed)
-        check_num_epochs(self.num_epochs)
-        check_bool("drop_remainder", self.drop_remainder)
-        check_shard(self.shard_index, self.shard_count)
+        if not isinstance(self.cache, bool) and self.cache != AUTO:
+            raise ValueError(f"cache={self.cache!r}: must be True, False or {AUTO!r}")
+        check_shared(self, unbatched=False, in_memory=self.caches)
+        check_progressive(self.image_size, self.augment, caller="as_fast_loader")
         check_int("num_threads", self.num_threads, optional=True)
         check_int("num_workers", self.num_workers, minimum=0)
         check_int("worker_buffer_size", self.worker_buffer_size)
         check_augment(self.augment)
-        if not isinstance(self.cache, bool) and self.cache != AUTO:
-            raise ValueError(f"cache={self.cache!r}: must be True, False or {AUTO!r}")
-        check_cache_budget(self.cache_budget)
-        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
-        check_cache_dir(self.cache_dir)
-        check_bool("with_index", self.with_index)
         check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
-        check_persist(self.persist, self.cache, in_memory=self.caches)
         if self.cache is True and self.num_workers and not self.persist:
             raise ValueError(
                 f"cache=True: needs num_workers=0 (not {self.num_workers}); the cache lives "
@@ -171,10 +131,3 @@ class LoaderOptions:
         """Whether a picture store is made: cache=True, or "auto" in this process (with
         workers "auto" looks for a persisted file, `fast_tfds.loader.cached`)."""
         return self.cache is True or self.cache == AUTO
-
-    @classmethod
-    def names(cls) -> frozenset[str]:
-        return frozenset(field.name for field in dataclasses.fields(cls))
-
-    def replace(self, **changes: Any) -> LoaderOptions:
-        return dataclasses.replace(self, **changes)

@@ -48,6 +48,4 @@ _EXPORTS = {
     "read_split": "fast_tfds.read.reader",
 }
 
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = exports(__name__, _EXPORTS)
+__all__, __getattr__, __dir__ = exports(__name__, _EXPORTS)

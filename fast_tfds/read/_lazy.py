@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def exports(package: str, table: dict[str, str]) -> tuple[Callable, Callable]:
-    """(__getattr__, __dir__) for `package`, whose names are in `table`: name -> module."""
+def exports(package: str, table: dict[str, str]) -> tuple[list[str], Callable, Callable]:
+    """(__all__, __getattr__, __dir__) for `package`, whose names are in `table`: name ->
+    module."""
 
     def __getattr__(name: str) -> Any:
         module = table.get(name)
@@ -22,4 +23,4 @@ def exports(package: str, table: dict[str, str]) -> tuple[Callable, Callable]:
     def __dir__() -> list[str]:
         return sorted([*vars(sys.modules[package]), *table])
 
-    return __getattr__, __dir__
+    return sorted(table), __getattr__, __dir__

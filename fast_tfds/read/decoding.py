@@ -105,28 +105,19 @@ def decode_resized(
     """uint8 [*target, 3] from JPEG bytes (cut to `window`, if given) or from a decoded
     uint8 image, by `jpeg_blocks`."""
     shape = (*target, 3)
-    if image.dtype != tf.string:
+    decoded = image.dtype != tf.string
 
-        def run(pixels):
-            return jpeg_blocks.resize_into(pixels, aligned.empty(shape))
+    def run(data, *box):
+        out = aligned.empty(shape)
+        if decoded:
+            return jpeg_blocks.resize_into(data, out)
+        if not box:
+            return jpeg_blocks.decode_resized_into(data, out)
+        top, left, height, width = (int(v) for v in box[0])
+        return jpeg_blocks.decode_resized_into(data, out, lambda h, w: (top, left, height, width))
 
-        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
-    elif window is None:
-
-        def run(data):
-            return jpeg_blocks.decode_resized_into(data, aligned.empty(shape))
-
-        resized = tf.numpy_function(run, [image], tf.uint8, stateful=False)
-    else:
-
-        def run(data, window):
-            top, left, height, width = (int(v) for v in window)
-            out = aligned.empty(shape)
-            return jpeg_blocks.decode_resized_into(
-                data, out, lambda h, w: (top, left, height, width)
-            )
-
-        resized = tf.numpy_function(run, [image, window], tf.uint8, stateful=False)
+    inputs = [image] if window is None else [image, window]
+    resized = tf.numpy_function(run, inputs, tf.uint8, stateful=False)
     return tf.ensure_shape(resized, shape)
 
 

@@ -12,28 +12,21 @@ import dataclasses
 import enum
 import os
 from collections.abc import Callable, Collection
-from typing import Any
 
 import tensorflow as tf
 
-from fast_tfds.augment.mixing import Mix, check_mix
-from fast_tfds.augment.progressive import ProgressiveResize, check_progressive
-from fast_tfds.augment.spec import Augment, check_augment
+from fast_tfds.augment.mixing import check_mix
+from fast_tfds.augment.progressive import check_progressive
+from fast_tfds.augment.spec import check_augment
 from fast_tfds.cache.remote import object_stores
 from fast_tfds.core.options import (
-    check_batch_size,
+    SharedOptions,
     check_bool,
-    check_cache_budget,
-    check_cache_dir,
     check_int,
-    check_num_epochs,
-    check_persist,
-    check_seed,
-    check_shard,
+    check_shared,
     is_int,
     warn_renamed,
 )
-from fast_tfds.core.sizes import DEFAULT_IMAGE_SIZE, check_image_size
 
 SHARDING_POLICIES = ("dynamic", "off")
 
@@ -86,8 +79,9 @@ class Batching:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReadOptions:
-    """What `read_split` (and `as_fast_dataset`) does. Every field is a keyword of both.
+class ReadOptions(SharedOptions):
+    """What `read_split` (and `as_fast_dataset`) does. Every field is a keyword of both
+    (those the loader takes too, with their defaults, are `SharedOptions`').
 
     Attributes:
       batch_size: examples per batch (the global batch when `input_context` is
@@ -206,56 +200,29 @@ class ReadOptions:
         not for evaluation (shuffle=False, `Augment.eval()`). None: labels as stored.
     """
 
-    batch_size: int | None = 32
-    image_size: int | tuple[int, int] | None = DEFAULT_IMAGE_SIZE
-    cache: bool | str | os.PathLike = True
-    cache_budget: int | None = None
-    cache_dir: str | os.PathLike | None = None
-    persist: bool = False
-    shuffle: bool = True
     shuffle_buffer: int = 1024
-    seed: int | None = None
     deterministic: bool | None = None
-    num_epochs: int | None = 1
     repeat: bool | int | None = None  # The former name of num_epochs: None when not given.
-    drop_remainder: bool = False
     dtype: tf.DType = tf.float32
     as_supervised: bool = True
-    shard_index: int = 0
-    shard_count: int = 1
     input_context: tf.distribute.InputContext | None = None
     transform: Callable[[dict], dict] | None = None
     transform_keys: Collection[str] = ()
     service: str | None = None
     service_sharding: str = "dynamic"
-    augment: Augment | None = None
-    cache_shorter_side: int | None = None
-    with_index: bool = False
-    mix: Mix | None = None
 
     def __post_init__(self) -> None:
-        check_batch_size(self.batch_size)
-        if isinstance(self.image_size, ProgressiveResize):
-            check_progressive(self.image_size, self.augment, caller="as_fast_dataset")
-        else:
-            check_image_size(self.image_size)
-        _check_cache(self.cache)
-        check_cache_budget(self.cache_budget)
-        check_cache_dir(self.cache_dir)
-        check_persist(self.persist, self.cache, in_memory=self.cache is True)
-        check_bool("shuffle", self.shuffle)
-        check_int("shuffle_buffer", self.shuffle_buffer)
-        check_seed(self.seed)
-        if self.deterministic is not None:
-            check_bool("deterministic", self.deterministic)
         if self.repeat is not None:
             self._take_repeat()
-        check_num_epochs(self.num_epochs)
-        check_bool("drop_remainder", self.drop_remainder)
-        check_bool("as_supervised", self.as_supervised)
         if self.input_context is not None:
             self._take_input_context()
-        check_shard(self.shard_index, self.shard_count)
+        _check_cache(self.cache)
+        check_shared(self, unbatched=True, in_memory=self.cache is True)
+        check_progressive(self.image_size, self.augment, caller="as_fast_dataset")
+        check_int("shuffle_buffer", self.shuffle_buffer)
+        if self.deterministic is not None:
+            check_bool("deterministic", self.deterministic)
+        check_bool("as_supervised", self.as_supervised)
         if self.dtype not in (tf.float32, tf.uint8):
             raise ValueError(
                 f"dtype={self.dtype!r}: must be tf.float32 (scaled to [0, 1]) or tf.uint8"
@@ -271,9 +238,7 @@ class ReadOptions:
                     "deterministic=True: with service= the workers deliver examples as they "
                     "decode them, so the order cannot be reproduced; leave deterministic unset"
                 )
-        check_bool("with_index", self.with_index)
         check_augment(self.augment)
-        check_int("cache_shorter_side", self.cache_shorter_side, optional=True)
         if self.augment is not None:
             _check_augmented(self)
         check_mix(self.mix, shuffle=self.shuffle, augment=self.augment)
@@ -339,9 +304,6 @@ class ReadOptions:
     def epochs(self) -> int | None:
         """Epochs per iteration: None for forever."""
         return self.num_epochs
-
-    def replace(self, **changes: Any) -> ReadOptions:
-        return dataclasses.replace(self, **changes)
 
 
 def _check_augmented(opts: ReadOptions) -> None:

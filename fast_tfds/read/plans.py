@@ -71,12 +71,6 @@ def choose_plan(reading: Reading) -> Plan:
     return Plan.PER_EXAMPLE
 
 
-def _arena_of_examples(reading: Reading) -> Epochs:
-    """Plan.ARENA_OF_EXAMPLES: decoded examples shuffled ─ batched ─ copied into the
-    arena (epoch 1); later epochs gather from the arena."""
-    return cached.arena_batches(reading, reading.examples().element_spec[1])
-
-
 def _per_example(reading: Reading) -> Epochs:
     """Plan.PER_EXAMPLE: decoded examples ─ cache (in memory or files) ─ shuffle buffer
     ─ batch ─ output.
@@ -128,25 +122,21 @@ def _per_example(reading: Reading) -> Epochs:
     return one_epoch, None, None
 
 
-def _cached(reading: Reading) -> Epochs:
-    """Plan.CACHED: records shuffled ─ blocks parsed ─ pictures decoded into the store
-    and the block served from it (epoch 1); later epochs: a permutation of the split ─
-    each batch served from the store ─ output."""
-    return cached.cached_batches(reading)
-
-
-def _stream(reading: Reading) -> Epochs:
-    """Plan.STREAM: records shuffled (still serialized: a smaller buffer entry than a
-    parsed example) ─ blocks parsed ─ windows drawn, only what they need decoded,
-    flipped and jittered ─ output."""
-    return augment_dataset.stream(reading), None, None
-
-
-# Each plan makes fn(epoch, first) -> that epoch's batches from batch `first` on, and
-# the cache it reaches (`Epochs`); the caller (`epochs.repeat_epochs`) numbers the passes.
-PIPELINES: dict[Plan, Callable[[Reading], Epochs]] = {
-    Plan.CACHED: _cached,
-    Plan.STREAM: _stream,
-    Plan.ARENA_OF_EXAMPLES: _arena_of_examples,
-    Plan.PER_EXAMPLE: _per_example,
-}
+def pipeline(plan: Plan, reading: Reading) -> Epochs:
+    """`plan`'s epochs: fn(epoch, first batch) -> that epoch's batches, the step that
+    serves each batch (or None), and the cache the epochs read (or None)."""
+    if plan is Plan.CACHED:
+        # Records shuffled ─ blocks parsed ─ pictures decoded into the store and the block
+        # served from it (epoch 1); later epochs: a permutation of the split ─ each batch
+        # served from the store ─ output.
+        return cached.cached_batches(reading)
+    if plan is Plan.STREAM:
+        # Records shuffled (still serialized: a smaller buffer entry than a parsed
+        # example) ─ blocks parsed ─ windows drawn, only what they need decoded, flipped
+        # and jittered ─ output.
+        return augment_dataset.stream(reading), None, None
+    if plan is Plan.ARENA_OF_EXAMPLES:
+        # Decoded examples shuffled ─ batched ─ copied into the arena (epoch 1); later
+        # epochs gather from the arena.
+        return cached.arena_batches(reading, reading.examples().element_spec[1])
+    return _per_example(reading)

@@ -6,7 +6,6 @@ features (see `plans` and the diagram in `fast_tfds.read`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
@@ -69,19 +68,20 @@ def _reads_every_shard(options: dict[str, Any]) -> bool:
     epoch: not a share of them (input_context, shard_count), not through the tf.data service (its
     workers read the files), not from a file or persisted cache that may hold the split
     already. Unknown values count as no: the options are checked later, in their turn."""
-    base = options.get("options")
-    base = base if isinstance(base, ReadOptions) else ReadOptions()
-
-    def get(key: str) -> Any:
-        return options.get(key, getattr(base, key))
-
     return (
-        get("input_context") is None
-        and get("shard_count") == 1
-        and get("service") is None
-        and get("persist") is False
-        and isinstance(get("cache"), bool)
+        _given(options, "input_context") is None
+        and _given(options, "shard_count") == 1
+        and _given(options, "service") is None
+        and _given(options, "persist") is False
+        and isinstance(_given(options, "cache"), bool)
     )
+
+
+def _given(options: dict[str, Any], key: str) -> Any:
+    """Option `key` of a front door's keywords, unchecked: the keyword, else the field of
+    the `options=` `ReadOptions` it passes, else the default."""
+    base = options.get("options")
+    return options.get(key, getattr(base if isinstance(base, ReadOptions) else ReadOptions, key))
 
 
 def _read_with_hook(
@@ -90,17 +90,16 @@ def _read_with_hook(
     """`read_split`, with the keywords the dataset's hook declares (e.g. Stanford Dogs'
     crop_to_box) taken out of `options` and applied through the hook."""
     hook = dataset_hooks.hook_for(name)
-    names = {"options", *(f.name for f in dataclasses.fields(ReadOptions))}
+    names = {"options", *ReadOptions.names()}
     settings, options = dataset_hooks.dataset_settings(
         hook.reader_keywords, options, options=names, caller="as_fast_dataset", dataset=name
     )
     if not settings:
         return read_split(builder, split, **options)
     hook.check(builder.info.features, settings)
-    base = options.get("options") or ReadOptions()
-    as_supervised = options.get("as_supervised", base.as_supervised)
+    as_supervised = _given(options, "as_supervised")
     changes = hook.reader_options(settings, as_supervised=as_supervised)
-    clash = sorted(k for k in changes if k != "as_supervised" and options.get(k, getattr(base, k)))
+    clash = sorted(k for k in changes if k != "as_supervised" and _given(options, k))
     if clash:
         asked = ", ".join(f"{key}={value!r}" for key, value in settings.items() if value)
         raise ValueError(f"{clash[0]}: {name} sets it itself for {asked}; pass one or the other")
@@ -130,12 +129,12 @@ def read_split(
     """
     reading = Reading.start(builder, split, _options(options, keywords))
     plan = plans.choose_plan(reading)
-    make_epoch, serve, cache = plans.PIPELINES[plan](reading)
+    make_epoch, serve, cache = plans.pipeline(plan, reading)
     return repeat_epochs(make_epoch, reading, cache, serve)
 
 
 def _options(options: ReadOptions | None, keywords: dict[str, Any]) -> ReadOptions:
-    known = {f.name for f in dataclasses.fields(ReadOptions)}
+    known = ReadOptions.names()
     unknown = sorted(set(keywords) - known)
     if unknown:
         raise TypeError(

@@ -134,27 +134,6 @@ def read_indexed_records(
     )
 
 
-def read_records(
-    instructions, *, shuffle: bool, seed: int | None, deterministic: bool
-) -> tf.data.Dataset:
-    """Serialized examples of the given file instructions, files read in parallel: in
-    the split's record order, or with `shuffle` in a file order drawn from `seed` (shards
-    in a bucket from local copies, for the dataset's life, as `shard_copies` says)."""
-    file_seed = None
-    if shuffle:
-        drawn = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
-        file_seed = tf.constant([drawn, 0], tf.int64)
-    copies = shard_copies(instructions)
-    indexed = read_indexed_records(
-        instructions,
-        instruction_offsets(instructions),
-        file_seed=file_seed,
-        deterministic=deterministic,
-        copies=copies,
-    )
-    return keep_copies(indexed.map(lambda _index, record: record), copies)
-
-
 def shard_copies(instructions) -> ObjectCopies | None:
     """Local copies of the shards, where they are objects in a store whose client is
     installed (for s3:// and az://, the builder's loading required it); else None:
@@ -271,7 +250,7 @@ def checked_shard_records(filename, skip, take, name=None) -> tf.data.Dataset:
 
 
 def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
-    gave = _gave(n, take)
+    gave = _gave(filename, n, take)
     return tf.cond(
         tf.strings.regex_full_match(filename, r"[A-Za-z][A-Za-z0-9+.-]*://.*"),
         lambda: _object_error(filename, gave),
@@ -279,19 +258,26 @@ def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tenso
     )
 
 
-def _gave(n: tf.Tensor, take: tf.Tensor) -> list:
-    """The words of a short shard's error that say how many of its records it gave."""
-    return [" gave ", tf.strings.as_string(n), " of the ", tf.strings.as_string(take)]
+def _gave(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> list:
+    """The words every short shard's error starts with: which shard, and how many of its
+    records it gave."""
+    return [
+        "fast_tfds: shard ",
+        filename,
+        " gave ",
+        tf.strings.as_string(n),
+        " of the ",
+        tf.strings.as_string(take),
+        " records the dataset's metadata lists: ",
+    ]
 
 
 def _local_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
     folder = tf.strings.regex_replace(filename, r"[/\\][^/\\]*$", "")
     return tf.strings.join(
         [
-            "fast_tfds: shard ",
-            filename,
             *gave,
-            " records the dataset's metadata lists: it is missing, truncated or "
+            "it is missing, truncated or "
             "corrupt (a TFRecord length or CRC check failed). Check every shard with "
             "`fast-tfds verify ",
             folder,
@@ -308,10 +294,8 @@ def _object_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
     the time to this error is one retry cycle of TensorFlow's client."""
     return tf.strings.join(
         [
-            "fast_tfds: shard ",
-            filename,
             *gave,
-            " records the dataset's metadata lists: reading it from the bucket failed (the "
+            "reading it from the bucket failed (the "
             "bucket unreachable, the object missing, or truncated or corrupt). Check that it "
             "can be read from here (`gcloud storage ls -l ",
             filename,
@@ -328,10 +312,8 @@ def _copy_error(name: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
     folder = tf.strings.regex_replace(name, r"/[^/]*$", "")
     return tf.strings.join(
         [
-            "fast_tfds: shard ",
-            name,
-            *_gave(n, take),
-            " records the dataset's metadata lists: the object in the bucket is truncated "
+            *_gave(name, n, take),
+            "the object in the bucket is truncated "
             "or corrupt (its whole copy failed a TFRecord length or CRC check). Compare the "
             "objects' sizes with the local build's (`gcloud storage ls -l ",
             folder,

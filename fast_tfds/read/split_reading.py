@@ -18,7 +18,6 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.augment import progressive
-from fast_tfds.augment.mixing import Mix
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
 from fast_tfds.core.options import SEED_LIMIT
@@ -62,8 +61,7 @@ class Reading:
     cache_shorter_side: int | None = None
     # image_size=ProgressiveResize(...): each epoch's size (image_size is its largest).
     size_schedule: ProgressiveResize | None = None
-    mix: Mix | None = None
-    # With `mix`: fn(epoch, batch index, batch) -> the batch mixed, in the asked dtype
+    # With `mix=`: fn(epoch, batch index, batch) -> the batch mixed, in the asked dtype
     # (`output_fn` then leaves the pictures uint8, to be blended first).
     mix_batch: Callable | None = None
 
@@ -132,7 +130,6 @@ class Reading:
             size_schedule=(
                 opts.image_size if isinstance(opts.image_size, ProgressiveResize) else None
             ),
-            mix=opts.mix,
             mix_batch=mix_batch,
         )
 

@@ -16,7 +16,9 @@ from fast_tfds.read.parsing import make_batch_parser, make_parser
 
 def _serialized(builder) -> tf.Tensor:
     instructions = records.file_instructions(builder, "train")
-    ds = records.read_records(instructions, shuffle=False, seed=None, deterministic=True)
+    ds = records.read_indexed_records(
+        instructions, records.instruction_offsets(instructions), indices=False
+    )
     return tf.stack(list(ds))
 
 
