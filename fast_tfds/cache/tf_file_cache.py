@@ -105,32 +105,25 @@ def cache_in_files(
     a warning) while another process is writing that cache or when it cannot be
     written (a read-only folder, too little space).
     """
-    prefix = cache_prefix(
-        cache,
-        dataset_name=dataset_name,
-        split=split,
-        instructions=instructions,
-        element_spec=ds.element_spec,
-        transform=transform,
-    )
+    prefix = cache_prefix(cache, dataset_name, split, instructions, ds.element_spec, transform)
     if "://" in prefix:  # Remote files (gs://) cannot be flock-ed.
         return ds.cache(prefix)
     where = os.fspath(cache)
     try:
-        owner = _own(prefix, dataset_name, split, instructions)
+        owner, unwritable = _own(prefix, dataset_name, split, instructions), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
-        if tf.io.gfile.exists(prefix + ".index"):
-            return ds.cache(prefix)
+        owner, unwritable = False, err
+    if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
+        return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
+    if unwritable is not None:
         logging.warning(
             "cache=%s: cannot write %s.lock (%s); reading without the cache "
             "(decoding every epoch).",
             where,
             prefix,
-            err,
+            unwritable,
         )
         return ds
-    if tf.io.gfile.exists(prefix + ".index"):
-        return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
     if not owner:
         logging.warning(
             "cache=%s: another process (%s) is writing %s; this dataset reads "
@@ -294,7 +287,6 @@ CACHE_FORMAT = 1
 
 def cache_prefix(
     cache: str | os.PathLike,
-    *,
     dataset_name: str,
     split: str,
     instructions: Sequence[Any],
