@@ -181,8 +181,7 @@ def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, 
         # Shared: `clean` takes it exclusively, so a file in use is never removed.
         fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.fstat(fd).st_size
-        header = fmt.read_header(fd)
-        found = header.layout
+        found = fmt.read_header(fd).layout
         if found.file_size != size:
             raise fmt.BadFile(f"is truncated ({size} of {found.file_size} bytes)")
         if found.key != key:
@@ -192,12 +191,8 @@ def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, 
         region = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
     except fmt.BadFile as err:
         os.close(fd)
-        message = str(err)
-        return (
-            None,
-            message if message.startswith(("is ", "was ")) else (f"cannot be trusted: {message}"),
-            0,
-        )
+        why = str(err)
+        return None, why if why.startswith(("is ", "was ")) else f"cannot be trusted: {why}", 0
     except (OSError, ValueError) as err:
         os.close(fd)
         return None, f"cannot be read ({err})", 0
