@@ -50,10 +50,12 @@ def in_folder(folder: str, keep: Callable[[str], bool]) -> list[list]:
 
 
 def of(paths: Iterable[str]) -> dict[str, list]:
-    """{path: its fingerprint} of those of `paths` that have one (a missing file has none),
-    each folder looked at once (`in_folder`); `object_stores.NotKeyed` as there."""
+    """{path: its fingerprint} of those of `paths` that are local files (a missing file has
+    none; an object in a bucket is not looked at), each folder looked at once."""
     wanted: dict[str, dict[str, str]] = {}
     for path in map(os.fspath, paths):
+        if object_stores.is_remote(path):
+            continue
         folder, name = os.path.split(path)
         wanted.setdefault(folder, {})[name] = path
     found = {}

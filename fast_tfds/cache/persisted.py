@@ -187,21 +187,24 @@ def open_pictures(
     output_size: tuple[int, int],
     shorter_side: int | None,
     features: dict[str, tuple],
-    sizes: Callable[[], tuple[np.ndarray, np.ndarray]],
     folder: str | os.PathLike | None,
-    budget: int | None,
-    what: str,
-) -> Stored | None:
+    sizes: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+    budget: int | None = None,
+    what: str | None = None,
+) -> tuple[Stored | None, str]:
     """The store of `slot_examples` from its persistent file in `folder`, or a new file to
-    fill; None when this run caches as without persist (one log line said why: strings
-    or nested targets, shards not local, another process filling, a read-only folder).
+    fill: (stored, ""); (None, why) when this run caches as without persist (one log line
+    said why: strings or nested targets, shards not local, another process filling, a
+    read-only folder).
 
     `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
+    `sizes` None: only a complete file is served, never a fill, and nothing is logged (a
+    process that only reads); `why` then says why not, in a few words.
     `folder` None: the default cache folder (`persistent.open_or_plan`).
     """
     made, why = _keyed(origin, slot_examples, output_size, shorter_side, features, what)
     if made is None:
-        return None
+        return None, why
     n = len(np.asarray(slot_examples).reshape(-1))
     planned: dict[str, np.ndarray] = {}
 
@@ -212,32 +215,16 @@ def open_pictures(
         planned.update(heights=heights, widths=widths)
         return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
 
-    opened = persistent.open_or_plan(folder, made, plan, what=what, names=_file_names(features))
+    opened = persistent.open_or_plan(
+        folder, made, None if sizes is None else plan, what=what, names=_file_names(features)
+    )
     if opened.rows is not None:
-        return _served(opened.rows, features, opened.path)
+        rows = opened.rows
+        backing = persistent.ServedFile(rows, _file_names(features))
+        return Stored(backing, True, opened.path, rows[HEIGHTS], rows[WIDTHS]), ""
     if opened.fill is None:
-        return None
-    return Stored(opened.fill, False, opened.path, planned["heights"], planned["widths"])
-
-
-def serve_pictures(
-    origin: Origin,
-    slot_examples,
-    *,
-    output_size: tuple[int, int],
-    shorter_side: int | None,
-    features: dict[str, tuple],
-    folder: str | os.PathLike,
-) -> tuple[Stored | None, str]:
-    """The cache of `slot_examples` from its complete persistent file, never a fill (for a
-    process that only reads): (stored, ""), or (None, why not, in a few words)."""
-    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features)
-    if made is None:
-        return None, why
-    rows, why = persistent.open_served(folder, made)
-    if rows is None:
-        return None, f"{persistent.file_name(made)} {why}"
-    return _served(rows, features, Path(folder) / persistent.file_name(made)), ""
+        return None, opened.why and f"{opened.path.name} {opened.why}"
+    return Stored(opened.fill, False, opened.path, planned["heights"], planned["widths"]), ""
 
 
 def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None):
@@ -265,11 +252,6 @@ def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None
         return None, f"cannot hold these features ({reason})"
     made = key(origin, slot_examples, output_size, shorter_side, features)
     return made, "" if made is not None else "cannot be keyed (the shard files are not local)"
-
-
-def _served(rows, features, path) -> Stored:
-    backing = persistent.ServedFile(rows, _file_names(features))
-    return Stored(backing, True, path, rows[HEIGHTS], rows[WIDTHS])
 
 
 def _file_names(features) -> dict[str, str]:

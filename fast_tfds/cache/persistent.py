@@ -53,27 +53,8 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, housekeeping
-from fast_tfds.cache.memory import (
-    Backing,
-    Replace,
-    Wanted,
-    allocate_in_memory,
-    bytes_text,
-    in_memory,
-    read_randomly,
-)
-from fast_tfds.cache.persistent_format import (
-    PERSISTENT,
-    SUFFIX,
-    TEMP_MARK,
-    BadFile,
-    Layout,
-    add,
-    column_checksum,
-    lock_path,
-    read_header,
-)
+from fast_tfds.cache import disk_rows, housekeeping, memory
+from fast_tfds.cache import persistent_format as fmt
 from fast_tfds.core import platform
 
 # -- the key and the file's name ---------------------------------------------------
@@ -87,7 +68,7 @@ def file_name(key: dict) -> str:
     """`<dataset>.<split>.<16 hex digits of the key>.arena`: readable, and unique per key."""
     readable = f"{str(key.get('dataset', 'dataset')).replace('/', '-')}.{key.get('split', '')}"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", readable)
-    return f"{slug}.{key_digest(key)[:16]}{SUFFIX}"
+    return f"{slug}.{key_digest(key)[:16]}{fmt.SUFFIX}"
 
 
 # -- what opening gives ------------------------------------------------------------
@@ -97,19 +78,20 @@ def file_name(key: dict) -> str:
 class Opened:
     """How a cache gets its rows: a filled file's rows to serve (`rows`), a new file
     to fill (`fill`, the cache's backing), or neither (None, None): the caller caches in
-    memory."""
+    memory. `why`: why a process that only reads is not served, in a few words."""
 
     path: Path
     rows: dict[str, np.ndarray] | None = None
     fill: FileFill | None = None
+    why: str = ""
 
 
 def open_or_plan(
     folder: str | os.PathLike | None,
     key: dict,
-    plan: Callable[[], tuple[int, dict[str, tuple], bool]],
+    plan: Callable[[], tuple[int, dict[str, tuple], bool]] | None,
     *,
-    what: str,
+    what: str | None,
     names: dict[str, str] | None = None,
 ) -> Opened:
     """The persistent file of `key` in `folder`: served if a good file is there, else
@@ -123,19 +105,25 @@ def open_or_plan(
     budget, so served epochs ask for their rows ahead (as `disk_rows` does). The data
     checksum is made once every row is written, so a fill may write in any order.
     `names`: the file's name of each column the cache asks its fill for, where it differs.
-    `folder` None: the default cache folder (`disk_rows.default_folder`)."""
+    `folder` None: the default cache folder (`disk_rows.default_folder`). `plan` None:
+    never a fill, nothing logged (a process that only reads: the loader's workers)."""
     key = json.loads(json.dumps(key))
     folder = Path(disk_rows.default_folder() if folder is None else folder)
     path = folder / file_name(key)
     rows, bad, size = _open_checked(path, key)
+    if plan is None:
+        return Opened(path, rows=rows, why="" if rows is not None else bad or "is not there")
     if rows is not None:
         logging.info(
-            "fast_tfds: serving %s from the persistent cache %s (%s)", what, path, bytes_text(size)
+            "fast_tfds: serving %s from the persistent cache %s (%s)",
+            what,
+            path,
+            memory.bytes_text(size),
         )
         return Opened(path, rows=rows)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_fd = os.open(fmt.lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
         logging.warning(
             "fast_tfds: persist=True: %s %s, and %s cannot be written (%s): reading %s "
@@ -150,7 +138,7 @@ def open_or_plan(
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = housekeeping.lock_record(lock_path(path)).get("pid", "?")
+        holder = housekeeping.lock_record(fmt.lock_path(path)).get("pid", "?")
         os.close(lock_fd)
         logging.warning(
             "fast_tfds: persist=True: another process (pid %s) is writing the persistent "
@@ -161,7 +149,7 @@ def open_or_plan(
         )
         return Opened(path)
     try:
-        housekeeping.remove_leftovers(folder, PERSISTENT)
+        housekeeping.remove_leftovers(folder, fmt.PERSISTENT)
         # Another process may have finished it while this one waited for the lock.
         rows, bad, _ = _open_checked(path, key)
         if rows is not None:
@@ -173,20 +161,11 @@ def open_or_plan(
         os.ftruncate(lock_fd, 0)
         os.pwrite(lock_fd, json.dumps({"pid": os.getpid()}).encode(), 0)
         num_examples, columns, read_ahead = plan()
-        layout = Layout.plan(key, num_examples, columns)
+        layout = fmt.Layout.plan(key, num_examples, columns)
     except BaseException:
         os.close(lock_fd)
         raise
     return Opened(path, fill=FileFill(path, layout, lock_fd, what, names, reads_ahead=read_ahead))
-
-
-def open_served(folder: str | os.PathLike, key: dict) -> tuple[dict[str, np.ndarray] | None, str]:
-    """The rows of a good file of `key` in `folder`, never a fill: (rows, ""), or (None, why
-    not, in a few words). For processes that only read (the loader's workers)."""
-    key = json.loads(json.dumps(key))
-    path = Path(folder) / file_name(key)
-    rows, bad, _ = _open_checked(path, key)
-    return rows, "" if rows is not None else (bad or "is not there")
 
 
 def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
@@ -202,23 +181,18 @@ def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, 
         # Shared: `clean` takes it exclusively, so a file in use is never removed.
         fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.fstat(fd).st_size
-        header = read_header(fd)
-        found = header.layout
+        found = fmt.read_header(fd).layout
         if found.file_size != size:
-            raise BadFile(f"is truncated ({size} of {found.file_size} bytes)")
+            raise fmt.BadFile(f"is truncated ({size} of {found.file_size} bytes)")
         if found.key != key:
-            raise BadFile("was made from other inputs (its key differs)")
+            raise fmt.BadFile("was made from other inputs (its key differs)")
         # Copy-on-write: the arrays are writable for numpy and TensorFlow, and no page is
         # ever written, so every process shares the page cache's one copy.
         region = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
-    except BadFile as err:
+    except fmt.BadFile as err:
         os.close(fd)
-        message = str(err)
-        return (
-            None,
-            message if message.startswith(("is ", "was ")) else (f"cannot be trusted: {message}"),
-            0,
-        )
+        why = str(err)
+        return None, why if why.startswith(("is ", "was ")) else f"cannot be trusted: {why}", 0
     except (OSError, ValueError) as err:
         os.close(fd)
         return None, f"cannot be read ({err})", 0
@@ -230,7 +204,7 @@ def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, 
     return _views(region, found), None, size
 
 
-def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
+def _views(region: mmap.mmap, layout: fmt.Layout) -> dict[str, np.ndarray]:
     arrays = {}
     for c in layout.columns:
         count = c.rows * int(np.prod(c.shape, dtype=np.int64))
@@ -242,7 +216,7 @@ def _views(region: mmap.mmap, layout: Layout) -> dict[str, np.ndarray]:
 # -- filling a new file ------------------------------------------------------------
 
 
-class FileFill(Backing):
+class FileFill(memory.Backing):
     """The backing of a cache that fills a new persistent file: its rows in a new
     temporary file, made the persistent cache once the fill has written every row.
 
@@ -261,7 +235,7 @@ class FileFill(Backing):
     """
 
     def __init__(
-        self, path: Path, layout: Layout, lock_fd: int, what: str, names=None, *, reads_ahead
+        self, path: Path, layout: fmt.Layout, lock_fd: int, what: str, names=None, *, reads_ahead
     ):
         self.path = path
         self.layout = layout
@@ -278,29 +252,29 @@ class FileFill(Backing):
         self.persisted = False
         self.writing: threading.Thread | None = None  # Writing the filled file out.
         # Its cache dropped before the fill ended: the temporary file and the lock go.
-        weakref.finalize(self, _abandon, self._held)
+        weakref.finalize(self, self._held.abandon)
 
-    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+    def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
         """The cache's arrays over a new temporary file (or memory, when there is no
         room for one)."""
         with self._lock:
-            self._drop_temp()
+            self._forget_file()
             if self._held.lock_fd is None:  # Given up earlier: memory from now on.
-                return in_memory(wanted)
+                return memory.in_memory(wanted)
             try:
                 arrays = self._new_file()
             except OSError as err:
-                self._drop_temp()
-                self._release_key()
+                self._forget_file()
+                self._held.release_key()
                 logging.warning(
                     "fast_tfds: persist=True: no room for the %s cache of %s in %s (%s): "
                     "caching it in memory for this run only.",
-                    bytes_text(self.layout.file_size),
+                    memory.bytes_text(self.layout.file_size),
                     self.what,
                     self.path.parent,
                     err.strerror or err,
                 )
-                return in_memory(wanted)
+                return memory.in_memory(wanted)
             self._current = arrays
             self._given = _named(arrays, self.names, wanted)
         if not self._announced:
@@ -310,13 +284,13 @@ class FileFill(Backing):
                 "%s; later runs serve from it. See or remove it with `fast-tfds cache "
                 "list|clean %s`.",
                 self.what,
-                bytes_text(self.layout.file_size),
+                memory.bytes_text(self.layout.file_size),
                 self.path,
                 self.path.parent,
             )
         return self._given
 
-    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+    def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         """Every row is written: the file is written back, verified, given its header
         and renamed in a thread of its own, so the epoch that filled it ends without
         waiting for the disk (the rows are served from the mapping meanwhile). The
@@ -328,7 +302,7 @@ class FileFill(Backing):
         )
         self.writing.start()
 
-    def _finish(self, given: dict[str, np.ndarray], replace: Replace) -> None:
+    def _finish(self, given: dict[str, np.ndarray], replace: memory.Replace) -> None:
         """Write back, verify, header, rename. A failure leaves the rows served from
         this process and nothing persisted (one line)."""
         # Background work: the epoch that filled the store goes on serving it (a shuffled
@@ -342,7 +316,7 @@ class FileFill(Backing):
                 self._persist(
                     self._current, lambda new: replace(given, _named(new, self.names, given))
                 )
-            except (OSError, BadFile) as err:
+            except (OSError, fmt.BadFile) as err:
                 logging.warning(
                     "fast_tfds: persist=True: the cache of %s could not be written to %s "
                     "(%s): it stays in memory for this run only.",
@@ -350,19 +324,16 @@ class FileFill(Backing):
                     self.path,
                     err,
                 )
-                # The mapping keeps the rows readable after the unlink.
-                if self._held.temp is not None:
-                    self._held.temp.unlink(missing_ok=True)
-                self._held.temp = None
+                self._held.drop_temp()
             finally:
-                self._release_key()
+                self._held.release_key()
 
     def _new_file(self) -> dict[str, np.ndarray]:
         """A new temporary file beside the final one, locked and with every block
         reserved (its descriptor in `_fd`); the arrays the fill writes: the file's mapping,
         or memory within the budget."""
         temp = self.path.with_name(
-            f"{self.path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            f"{self.path.name}{fmt.TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         )
         fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         self._held.temp, self._fd = temp, fd
@@ -372,7 +343,8 @@ class FileFill(Backing):
         platform.preallocate(fd, self.layout.file_size)
         if not self.reads_ahead:
             return {
-                c.name: allocate_in_memory((c.rows, *c.shape), c.dtype) for c in self.layout.columns
+                c.name: memory.allocate_in_memory((c.rows, *c.shape), c.dtype)
+                for c in self.layout.columns
             }
         self._region = mmap.mmap(fd, self.layout.file_size, flags=mmap.MAP_SHARED)
         return _views(self._region, self.layout)
@@ -384,7 +356,7 @@ class FileFill(Backing):
         find clean pages, which the kernel can drop cheaply under a memory limit (and an
         I/O error shows here, not later)."""
         fd, layout = self._fd, self.layout
-        sums = {name: column_checksum(a) for name, a in arrays.items()}
+        sums = {name: fmt.column_checksum(a) for name, a in arrays.items()}
         if self.reads_ahead:
             self._region.flush()
         else:
@@ -392,12 +364,12 @@ class FileFill(Backing):
                 _pwrite_all(fd, arrays[c.name], c.offset)
         os.pwrite(fd, layout.header(sums), 0)
         os.fsync(fd)
-        check = read_header(fd)
+        check = fmt.read_header(fd)
         if check.checksums != sums or check.layout.key != layout.key:
-            raise BadFile("its header did not read back as written")
+            raise fmt.BadFile("its header did not read back as written")
         for c in () if self.reads_ahead else layout.columns:
             if _file_checksum(fd, c) != sums[c.name]:
-                raise BadFile(f"its {c.name} rows did not read back as written")
+                raise fmt.BadFile(f"its {c.name} rows did not read back as written")
         os.rename(self._held.temp, self.path)
         _fsync_folder(self.path.parent)
         self._held.temp = None
@@ -405,19 +377,17 @@ class FileFill(Backing):
         fcntl.flock(fd, fcntl.LOCK_SH)
         self.persisted = True
         if self.reads_ahead:
-            read_randomly(self._region)
+            memory.read_randomly(self._region)
             return
         self._region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
         swap(_views(self._region, layout))
         # The filled memory goes once nothing else holds it: the mapping serves now.
         self._current = self._given = None
 
-    def _drop_temp(self) -> None:
+    def _forget_file(self) -> None:
         """Forgets the current file; a temporary one is removed (the mapping stays
         valid for the rows still held)."""
-        if self._held.temp is not None:
-            self._held.temp.unlink(missing_ok=True)
-            self._held.temp = None
+        self._held.drop_temp()
         if self._region is not None and self._fd is not None:
             # The descriptor (and its lock) goes with the last view of the rows.
             weakref.finalize(self._region, _close_fd, self._fd)
@@ -426,17 +396,12 @@ class FileFill(Backing):
         self._region = self._fd = None
         self._current = self._given = None
 
-    def _release_key(self) -> None:
-        if self._held.lock_fd is not None:
-            _close_fd(self._held.lock_fd)
-            self._held.lock_fd = None
-
     def close(self) -> None:
         """Gives up an unfinished fill: its temporary file goes, and the key's lock."""
         with self._lock:
             if not self.persisted:
-                self._drop_temp()
-            self._release_key()
+                self._forget_file()
+            self._held.release_key()
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
@@ -455,13 +420,13 @@ def _file_checksum(fd: int, column) -> int:
         n = min(per_chunk, column.rows - start)
         data = os.pread(fd, n * row_bytes, column.offset + start * row_bytes)
         if len(data) != n * row_bytes:
-            raise BadFile("shorter than its header says")
+            raise fmt.BadFile("shorter than its header says")
         rows = np.frombuffer(data, column.dtype).reshape((n, *column.shape))
-        total = add(total, column_checksum(rows))
+        total = fmt.add(total, fmt.column_checksum(rows))
     return total
 
 
-class ServedFile(Backing):
+class ServedFile(memory.Backing):
     """The backing of a cache served from a complete persistent file: its `rows` (by the
     file's names; `names`: the file's name of each column the cache asks for, where it
     differs), read ahead when they exceed the memory budget (`reads_ahead`)."""
@@ -471,7 +436,7 @@ class ServedFile(Backing):
         self.names: dict[str, str] = names or {}
         self.reads_ahead = reads_ahead
 
-    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+    def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
         """The file's columns `wanted`; a ValueError if they are not of that layout."""
         given = _named(self.rows, self.names, wanted)
         found = {k: (a.shape, a.dtype) for k, a in given.items()}
@@ -480,7 +445,7 @@ class ServedFile(Backing):
             raise ValueError(f"the persistent file holds {found}, not {expected}")
         return given
 
-    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+    def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         pass  # Complete from the start.
 
 
@@ -497,15 +462,21 @@ class _Held:
     lock_fd: int | None
     temp: Path | None = None
 
+    def drop_temp(self) -> None:
+        """Removes the temporary file (a mapping of it keeps its rows readable)."""
+        if self.temp is not None:
+            self.temp.unlink(missing_ok=True)
+            self.temp = None
 
-def _abandon(held: _Held) -> None:
-    """A `FileFill` gone before its file was made visible: nothing of it stays."""
-    if held.temp is not None:
-        held.temp.unlink(missing_ok=True)
-        held.temp = None
-    if held.lock_fd is not None:
-        _close_fd(held.lock_fd)
-        held.lock_fd = None
+    def release_key(self) -> None:
+        if self.lock_fd is not None:
+            _close_fd(self.lock_fd)
+            self.lock_fd = None
+
+    def abandon(self) -> None:
+        """A `FileFill` gone before its file was made visible: nothing of it stays."""
+        self.drop_temp()
+        self.release_key()
 
 
 def _close_fd(fd: int) -> None:

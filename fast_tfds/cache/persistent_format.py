@@ -55,7 +55,6 @@ MAGIC = b"FAST_TFDS_ARENA\0"
 FORMAT_VERSION = 3
 _FIXED = struct.Struct("<16sII32s")  # magic, version, JSON length, sha256 of the JSON
 _MAX_JSON = 1 << 24  # A length beyond this is a damaged header, not a big one.
-_PLACEHOLDER = "0" * 16
 
 
 class BadFile(ValueError):
@@ -124,7 +123,7 @@ class Header:
 
 def read_header(fd: int) -> Header:
     """The header of the file open at `fd`, checked; raises BadFile saying what is wrong."""
-    fixed = _pread(fd, _FIXED.size, 0)
+    fixed = os.pread(fd, _FIXED.size, 0)
     if len(fixed) < _FIXED.size:
         raise BadFile("shorter than a header")
     magic, version, length, digest = _FIXED.unpack(fixed)
@@ -134,7 +133,7 @@ def read_header(fd: int) -> Header:
         raise BadFile(f"format version {version}, this fast_tfds reads {FORMAT_VERSION}")
     if length > _MAX_JSON:
         raise BadFile("damaged header (its length is implausible)")
-    text = _pread(fd, length, _FIXED.size)
+    text = os.pread(fd, length, _FIXED.size)
     if len(text) != length or hashlib.sha256(text).digest() != digest:
         raise BadFile("damaged header (its checksum does not match)")
     try:
@@ -196,10 +195,6 @@ def _page_up(n: int) -> int:
     return -(-n // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    return os.pread(fd, n, offset)
-
-
 # -- the files in a folder ---------------------------------------------------------
 
 
@@ -215,76 +210,54 @@ def lock_path(path: Path) -> Path:
 
 def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
     """The persistent arenas and fill leftovers among `names`."""
-    found = []
-    for name in names:
-        path = Path(folder) / name
-        if name.endswith(SUFFIX):
-            described = _describe(path)
-        elif TEMP_MARK in name:
-            described = _describe_temp(path)
-        else:
-            continue
-        if described is not None:
-            found.append(described)
-    return found
+    paths = [Path(folder) / name for name in names if name.endswith(SUFFIX) or TEMP_MARK in name]
+    return [entry for entry in map(_describe, paths) if entry is not None]
 
 
 PERSISTENT = housekeeping.Kind("persistent cache", _entries)
 
 
 def _describe(path: Path) -> housekeeping.Entry | None:
+    """A complete file (damaged or stale, maybe), or a fill's temporary file: being
+    written, or left by a fill that stopped."""
+    temp = TEMP_MARK in path.name
     try:
         stat = path.stat()
-        fd = os.open(path, os.O_RDONLY)
+        key, problem = ({}, None) if temp else _key_of(path, stat.st_size)
     except OSError:
         return None
-    try:
-        header = read_header(fd)
-        key = header.layout.key
-        problem = None
-        if header.layout.file_size != stat.st_size:
-            problem = "truncated"
-    except BadFile as err:
-        key, problem = {}, str(err)
-    finally:
-        os.close(fd)
-    stale = fingerprint.changed(key.get("shards") or ())
     held = housekeeping.RUNNING if in_use(path) else None
     state = "persistent, in use" if held else "persistent"
-    if problem:
-        state = f"{state}, damaged ({problem})"
-    elif stale:
-        state = f"{state}, stale (its dataset was rebuilt or removed)"
+    spent = None
+    if temp:
+        spent = housekeeping.UNFINISHED
+        state = f"persistent, {'being written' if held else f'{spent} (left by a stopped fill)'}"
+    elif problem:
+        spent, state = "damaged", f"{state}, damaged ({problem})"
+    elif fingerprint.changed(key.get("shards") or ()):
+        spent, state = "stale", f"{state}, stale (its dataset was rebuilt or removed)"
     return housekeeping.Entry(
         where=str(path),
         what=f"{key.get('dataset') or '?'} {key.get('split') or '?'}",
         size=stat.st_blocks * 512,
-        last_used=max(stat.st_atime, stat.st_mtime),
+        last_used=stat.st_mtime if temp else max(stat.st_atime, stat.st_mtime),
         state=state,
         holder=held,
-        spent="damaged" if problem else "stale" if stale else None,
+        spent=spent,
         remove=functools.partial(_remove, path),
     )
 
 
-def _describe_temp(path: Path) -> housekeeping.Entry | None:
-    """A fill's temporary file: being written, or left by a fill that stopped."""
+def _key_of(path: Path, size: int) -> tuple[dict, str | None]:
+    """(the key a complete file's header holds, None), or ({}, what is wrong with it)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        stat = path.stat()
-    except OSError:
-        return None
-    held = housekeeping.RUNNING if in_use(path) else None
-    left = f"{housekeeping.UNFINISHED} (left by a stopped fill)"
-    return housekeeping.Entry(
-        where=str(path),
-        what="? ?",
-        size=stat.st_blocks * 512,
-        last_used=stat.st_mtime,
-        state=f"persistent, {'being written' if held else left}",
-        holder=held,
-        spent=housekeeping.UNFINISHED,
-        remove=functools.partial(_remove, path),
-    )
+        layout = read_header(fd).layout
+    except BadFile as err:
+        return {}, str(err)
+    finally:
+        os.close(fd)
+    return layout.key, None if layout.file_size == size else "truncated"
 
 
 def in_use(path: Path) -> bool:

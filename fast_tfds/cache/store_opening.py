@@ -47,7 +47,7 @@ def open_store(
         return header_sizes()  # Sizes vary (or a hook's window cuts each).
 
     if origin is not None:
-        opened = persisted.open_pictures(
+        opened, _ = persisted.open_pictures(
             origin,
             slot_examples,
             output_size=output_size,

@@ -64,6 +64,7 @@ import tensorflow as tf
 from absl import logging
 
 from fast_tfds.cache import fingerprint, tf_file_listing
+from fast_tfds.cache.housekeeping import size_text
 from fast_tfds.cache.remote import object_stores
 
 try:
@@ -105,32 +106,25 @@ def cache_in_files(
     a warning) while another process is writing that cache or when it cannot be
     written (a read-only folder, too little space).
     """
-    prefix = cache_prefix(
-        cache,
-        dataset_name=dataset_name,
-        split=split,
-        instructions=instructions,
-        element_spec=ds.element_spec,
-        transform=transform,
-    )
+    prefix = cache_prefix(cache, dataset_name, split, instructions, ds.element_spec, transform)
     if "://" in prefix:  # Remote files (gs://) cannot be flock-ed.
         return ds.cache(prefix)
     where = os.fspath(cache)
     try:
-        owner = _own(prefix, dataset_name, split, instructions)
+        owner, unwritable = _own(prefix, dataset_name, split, instructions), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
-        if tf.io.gfile.exists(prefix + ".index"):
-            return ds.cache(prefix)
+        owner, unwritable = False, err
+    if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
+        return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
+    if unwritable is not None:
         logging.warning(
             "cache=%s: cannot write %s.lock (%s); reading without the cache "
             "(decoding every epoch).",
             where,
             prefix,
-            err,
+            unwritable,
         )
         return ds
-    if tf.io.gfile.exists(prefix + ".index"):
-        return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
     if not owner:
         logging.warning(
             "cache=%s: another process (%s) is writing %s; this dataset reads "
@@ -197,18 +191,18 @@ def _space_shortfall(prefix: str, element_spec: Any, instructions: Sequence[Any]
     if not exact:  # Images of any size: at least the JPEG bytes they are decoded from.
         need = max(need, sum(_read_bytes(fi) for fi in instructions))
     need = int(need * _SPACE_MARGIN)
-    about = "about" if exact else "at least"
+    needs = f"it needs {'about' if exact else 'at least'} {size_text(need)}"
     if resource is not None:
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if limit != resource.RLIM_INFINITY and limit < need:
             return (
-                f"it needs {about} {need / 2**20:,.1f} MiB in one file; this process may "
-                f"write files of at most {limit / 2**20:,.1f} MiB (ulimit -f)"
+                f"{needs} in one file; this process may write files of at most "
+                f"{size_text(limit)} (ulimit -f)"
             )
     folder = os.path.dirname(prefix) or "."
     free = shutil.disk_usage(folder).free
     if free < need:
-        return f"it needs {about} {need / 2**20:,.1f} MiB; {free / 2**20:,.1f} MiB free in {folder}"
+        return f"{needs}; {size_text(free)} free in {folder}"
     return None
 
 
@@ -294,7 +288,6 @@ CACHE_FORMAT = 1
 
 def cache_prefix(
     cache: str | os.PathLike,
-    *,
     dataset_name: str,
     split: str,
     instructions: Sequence[Any],
@@ -311,7 +304,7 @@ def cache_prefix(
     digest = hashlib.sha256()
     digest.update(f"fast_tfds cache format {CACHE_FORMAT}\n{dataset_name}\n{split}\n".encode())
     filenames = [os.fspath(fi.filename) for fi in instructions]
-    local = fingerprint.of(name for name in filenames if not object_stores.is_remote(name))
+    local = fingerprint.of(filenames)
     for fi, filename in zip(instructions, filenames, strict=True):
         identity = _file_identity(filename, local)
         digest.update(f"{filename} {fi.skip} {fi.take} {identity}\n".encode())

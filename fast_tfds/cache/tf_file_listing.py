@@ -21,10 +21,9 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from fast_tfds.cache import fingerprint, housekeeping
-from fast_tfds.cache.remote import object_stores
 
 LOCK_SUFFIX = ".lock"
 INDEX_SUFFIX = ".index"
@@ -37,13 +36,12 @@ _CACHE_FILE = re.compile(
 # -- the lock file's content -------------------------------------------------------
 
 
-def lock_content(dataset: str, split: str, shard_files: Iterable[str]) -> bytes:
+def lock_content(dataset: str, split: str, shard_files: Sequence[str]) -> bytes:
     """What a cache's owner writes into its lock file: who, and what the cache is made from
     (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
     are not listed for it)."""
-    local = [name for name in shard_files if not object_stores.is_remote(name)]
-    found = fingerprint.of(local)
-    shards = [found[name] for name in local if name in found]
+    found = fingerprint.of(shard_files)
+    shards = [found[name] for name in shard_files if name in found]
     record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
     return json.dumps(record).encode()
 

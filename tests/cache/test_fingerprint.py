@@ -191,7 +191,7 @@ def test_a_persistent_file_written_before_is_served(build):
     def never():
         raise AssertionError("a served file is not filled again")
 
-    opened = persisted.open_pictures(
+    opened, _ = persisted.open_pictures(
         origin("build"),
         np.arange(N),
         output_size=SIZE,

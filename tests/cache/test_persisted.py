@@ -106,11 +106,13 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
         "what": "toy train",
     }
     strings = {"image/filename": ((), object)}
-    assert persisted.open_pictures(origin(shards), range(4), features=strings, **common) is None
+    opened, _ = persisted.open_pictures(origin(shards), range(4), features=strings, **common)
+    assert opened is None
     boxes = origin(shards)
     boxes = persisted.Origin(boxes.dataset, boxes.split, boxes.shard_files, None)
     label = {"label": ((), np.int64)}
-    assert persisted.open_pictures(boxes, range(4), features=label, **common) is None
+    opened, _ = persisted.open_pictures(boxes, range(4), features=label, **common)
+    assert opened is None
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and "is not a fixed-size number" in said[0], said
     assert "more than the label" in said[1]
@@ -140,7 +142,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         "budget": budget,
         "what": "toy train",
     }
-    opened = persisted.open_pictures(
+    opened, _ = persisted.open_pictures(
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
     assert opened is not None and not opened.filled
@@ -165,7 +167,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     def never():
         raise AssertionError("a served file needs no reference sizes")
 
-    reopened = persisted.open_pictures(
+    reopened, _ = persisted.open_pictures(
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
     assert reopened is not None and reopened.filled and reopened.path == opened.path
