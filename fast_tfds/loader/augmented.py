@@ -100,3 +100,13 @@ def stack(targets: list):
     if isinstance(first, dict):
         return {key: np.stack([t[key] for t in targets]) for key in first}
     return np.stack(targets)
+
+
+def map_arrays(function, tree):
+    """`function` of each array of a batch or a target (dicts and tuples of arrays), in
+    the same structure: the batch copy, the torch adapter and a padding example's targets."""
+    if isinstance(tree, dict):
+        return {key: map_arrays(function, value) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(map_arrays(function, value) for value in tree)
+    return function(tree)

@@ -204,13 +204,13 @@ class FastLoader(grain.IterDataset):
             # Workers hand batches over in shared memory, which Grain frees when the
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
-            batch = _copied(batch)
+            batch = augmented.map_arrays(np.array, batch)
         if first:
             # An iterator's first batches may be a peek (Keras reads two for the shapes,
             # then starts the epoch again): a copy of each (the caller may change its
             # own) lets the next iterator replay them and continue the stream, rather
             # than restart the threads and workers.
-            self._peeked[position] = _copied(batch)
+            self._peeked[position] = augmented.map_arrays(np.array, batch)
         else:
             self._peeked.clear()
         return batch
@@ -382,11 +382,3 @@ def _absl_flags_readable() -> None:
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
-
-
-def _copied(tree):
-    if isinstance(tree, dict):
-        return {key: _copied(value) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_copied(value) for value in tree)
-    return np.array(tree)
