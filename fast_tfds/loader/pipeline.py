@@ -33,6 +33,7 @@ The loader is a `grain.IterDataset`, so that Keras 3 (any backend) takes it as i
 from __future__ import annotations
 
 import atexit
+import functools
 import random
 import weakref
 from typing import Any
@@ -219,9 +220,9 @@ class FastLoader(grain.IterDataset):
         ds = self._epoch.repeat()
         if self.options.mix is not None:
             # Numbered before the slice: batch p is batch p % len of epoch p // len.
-            ds = ds.map_with_index(
-                MixBatches(self.options.mix, self.seed, len(self.source.label_names), len(self))
-            )
+            classes = len(self.source.label_names)
+            mixed = functools.partial(_mixed, self.options.mix, self.seed, classes, len(self))
+            ds = ds.map_with_index(mixed)
         ds = ds[start:]
         # Each thread makes whole batches. simplejpeg and OpenCV release the GIL, so
         # threads alone keep the cores busy; worker processes go past what the GIL
@@ -271,33 +272,22 @@ class FastLoader(grain.IterDataset):
         }
 
 
-class MixBatches:
-    """`map_with_index` of the repeated epochs' batches: batch `position` mixed by
-    `mixing.mix`, from (seed, epoch, batch in epoch); the images in place (each batch
-    is a new array), the labels as float32 one-hot rows."""
-
-    def __init__(self, mix: mixing.Mix, seed: int, num_classes: int, per_epoch: int):
-        self.mix, self.seed = mix, seed
-        self.num_classes, self.per_epoch = num_classes, per_epoch
-
-    def __call__(self, position: int, batch: tuple):
-        images, labels, *rest = batch
-        if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
-            raise ValueError(
-                "mix=: mixes integer labels, and this loader's targets are "
-                f"{type(labels).__name__}; read without the dataset's extra targets"
-            )
-        epoch, batch_index = divmod(int(position), self.per_epoch)
-        images, targets, _ = mixing.mix(
-            images,
-            labels,
-            self.num_classes,
-            self.mix,
-            seed=self.seed,
-            epoch=epoch,
-            batch=batch_index,
+def _mixed(mix: mixing.Mix, seed: int, num_classes: int, per_epoch: int, position: int, batch):
+    """`map_with_index` of the repeated epochs' batches, its first four arguments bound
+    (`functools.partial`, picklable to workers): batch `position` mixed by `mixing.mix`,
+    from (seed, epoch, batch in epoch); the images in place (each batch is a new array),
+    the labels as float32 one-hot rows."""
+    images, labels, *rest = batch
+    if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
+        raise ValueError(
+            "mix=: mixes integer labels, and this loader's targets are "
+            f"{type(labels).__name__}; read without the dataset's extra targets"
         )
-        return (images, targets, *rest)
+    epoch, batch_index = divmod(int(position), per_epoch)
+    images, targets, _ = mixing.mix(
+        images, labels, num_classes, mix, seed=seed, epoch=epoch, batch=batch_index
+    )
+    return (images, targets, *rest)
 
 
 class FastLoaderIterator(grain.DatasetIterator):
