@@ -108,6 +108,8 @@ class FastLoader(grain.IterDataset):
         self.source = source
         self.decode = decode
         self.options = options
+        # This process's examples: every `shard_count`-th of the split from `shard_index`.
+        self.shard = range(options.shard_index, len(source), options.shard_count)
         # Drawn once, and kept in the iterators' state, so that a resumed run
         # continues with the same orders.
         self.seed = (
@@ -142,12 +144,7 @@ class FastLoader(grain.IterDataset):
         shuffled, then batches made whole by the one batch function (`augmented`): decoded
         or cut from the picture store, augmented or not (a plain read is the identity)."""
         options = self.options
-        share = padding.Share(
-            self.source.records,
-            range(options.shard_index, len(self.source), options.shard_count),
-            self.padded,
-            self.cache,
-        )
+        share = padding.Share(self.source.records, self.shard, self.padded, self.cache)
         ds = grain.MapDataset.source(share).map_with_index(augmented.Tag(len(share)))
         if options.shuffle:
             # Grain's order, each epoch's permutation made at once (`shuffle`).
@@ -165,7 +162,7 @@ class FastLoader(grain.IterDataset):
     @property
     def num_examples(self) -> int:
         """Examples per epoch in this shard (before drop_remainder)."""
-        return len(range(self.options.shard_index, len(self.source), self.options.shard_count))
+        return len(self.shard)
 
     def __len__(self) -> int:
         """Batches per epoch."""
