@@ -71,12 +71,10 @@ class AugmentedBatches:
         out[real:] = 0
         records = [r for _, _, r in elements[:real]]
         targets = []
-        if real and self.cache is None:
-            targets = self._decode_into(epoch, indices[:real], records, out[:real])
-        elif real:
-            targets = self._serve_into(epoch, indices[:real], records, out[:real])
-        if real < len(elements):
-            targets += [self.pad_target] * (len(elements) - real)
+        if real:
+            into = self._decode_into if self.cache is None else self._serve_into
+            targets = into(epoch, indices[:real], records, out[:real])
+        targets += [self.pad_target] * (len(elements) - real)
         if self.with_index:
             return out, stack(targets), indices
         return out, stack(targets)
