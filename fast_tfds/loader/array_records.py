@@ -22,16 +22,8 @@ from tensorflow_datasets.core import file_adapters
 
 from fast_tfds.cache.remote import opening
 from fast_tfds.cache.remote.copies import ShardCopies
-from fast_tfds.cache.remote.object_stores import TIMEOUT_ENV as READ_TIMEOUT_ENV
-from fast_tfds.cache.remote.object_stores import (
-    BucketReadError,
-    ObjectStore,
-    store_of,
-    timeout_s,
-    within,
-)
+from fast_tfds.cache.remote.object_stores import ObjectStore, store_of, timeout_s, within
 from fast_tfds.core import sizes, splits
-from fast_tfds.core.builder_lookup import DatasetNotBuilt
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 # array_record's data source opens its readers so, for random access (no readahead).
@@ -184,14 +176,3 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         label_names=tuple(features["label"].names),
         shard_files=files,
     )
-
-
-__all__ = [
-    "ARRAY_RECORD",
-    "READ_TIMEOUT_ENV",
-    "BucketReadError",
-    "DatasetNotBuilt",
-    "NoArrayRecordFiles",
-    "SplitSource",
-    "split_source",
-]
