@@ -43,6 +43,7 @@ class NoArrayRecordFiles(ValueError):
     """The dataset is built, but only as TFRecords; the message gives the command to convert."""
 
 
+@dataclasses.dataclass(frozen=True)
 class BucketRecords:
     """The records of shards in an object store, read record by record through
     array_record's GCS client within a bounded time: read instead of `ShardCopies` where
@@ -54,19 +55,11 @@ class BucketRecords:
     multi-part 'Permanent error, ...').
     """
 
-    def __init__(
-        self,
-        records: Any,
-        store: ObjectStore,
-        files: tuple[str, ...],
-        counts: tuple[int, ...],
-        timeout_s,
-    ):
-        self.records = records
-        self.store = store
-        self.files = files
-        self.ends = tuple(itertools.accumulate(counts))
-        self.timeout_s = timeout_s
+    records: Any  # array_record's source of the split
+    store: ObjectStore
+    files: tuple[str, ...]
+    ends: tuple[int, ...]  # the split's record count after each file
+    timeout_s: float
 
     def __len__(self) -> int:
         return len(self.records)
@@ -166,7 +159,8 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         if copies is not None:
             records = ShardCopies(copies, skips, counts)
         else:
-            records = BucketRecords(records, store, files, counts, timeout_s())
+            ends = tuple(itertools.accumulate(counts))
+            records = BucketRecords(records, store, files, ends, timeout_s())
     features = info.features
     return SplitSource(
         records=records,
