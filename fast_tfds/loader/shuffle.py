@@ -87,11 +87,9 @@ def _encrypt(values: np.ndarray, keys: list[int], word: int) -> np.ndarray:
 def permutation(length: int, seed: int, rounds: int = ROUNDS) -> np.ndarray:
     """int64 [length]: position i of the shuffled epoch holds element `out[i]`, as
     Grain's `index_shuffle(i, max_index=length - 1, seed=seed, rounds=rounds)`."""
-    if length <= 0:
-        return np.zeros(0, np.int64)
+    if length <= 1:
+        return np.zeros(max(length, 0), np.int64)
     max_index = length - 1
-    if max_index == 0:
-        return np.zeros(1, np.int64)
     bits = math.ceil(math.log2(max_index))
     bits = max(bits + bits % 2, MIN_BLOCK_BITS)
     if length > 1 << bits:
