@@ -18,7 +18,6 @@ one example twice and never the last one; here every example comes once.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 
 import grain
@@ -130,8 +129,10 @@ class EpochShuffle(grain.MapDataset):
             raise ValueError(f"seed: must be in [0, 2**32), got {seed}")
         self._seed = int(seed)
         self._length = len(parent)
-        self._lock = threading.Lock()
-        self._epochs: dict[int, np.ndarray] = {}  # the two most recent, for a boundary
+        # The two most recent epochs' permutations, for a boundary. Replaced whole, never
+        # changed in place, so the decode threads share it without a lock (a permutation
+        # two threads make at once is made twice, one kept).
+        self._epochs: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self._length
@@ -141,23 +142,14 @@ class EpochShuffle(grain.MapDataset):
 
     def __getstate__(self):
         # Pickled to worker processes: each makes its own epochs' permutations.
-        state = self.__dict__.copy()
-        state["_lock"], state["_epochs"] = None, {}
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        return {**self.__dict__, "_epochs": {}}
 
     def _order(self, epoch: int) -> np.ndarray:
-        with self._lock:
-            order = self._epochs.get(epoch)
+        epochs = self._epochs
+        order = epochs.get(epoch)
         if order is None:
             order = permutation(self._length, (self._seed + epoch) % 2**32)
-            with self._lock:
-                self._epochs[epoch] = order
-                while len(self._epochs) > 2:
-                    del self._epochs[min(self._epochs)]
+            self._epochs = dict(sorted({**epochs, epoch: order}.items())[-2:])
         return order
 
     def _shuffled(self, index: int) -> int:
