@@ -23,10 +23,13 @@ import tensorflow_datasets as tfds  # noqa: E402
 from fast_tfds.augment import progressive  # noqa: E402
 from fast_tfds.cache.remote import metadata, opening  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
-from fast_tfds.core.builder_lookup import load_builder, version_folder  # noqa: E402
+from fast_tfds.core.builder_lookup import (  # noqa: E402
+    DatasetNotBuilt,
+    load_builder,
+    version_folder,
+)
 from fast_tfds.loader.array_records import (  # noqa: E402
     ARRAY_RECORD,
-    DatasetNotBuilt,
     NoArrayRecordFiles,
     check_emulator_settings,
     open_reader,

@@ -22,16 +22,8 @@ from tensorflow_datasets.core import file_adapters
 
 from fast_tfds.cache.remote import opening
 from fast_tfds.cache.remote.copies import ShardCopies
-from fast_tfds.cache.remote.object_stores import TIMEOUT_ENV as READ_TIMEOUT_ENV
-from fast_tfds.cache.remote.object_stores import (
-    BucketReadError,
-    ObjectStore,
-    store_of,
-    timeout_s,
-    within,
-)
+from fast_tfds.cache.remote.object_stores import ObjectStore, store_of, timeout_s, within
 from fast_tfds.core import sizes, splits
-from fast_tfds.core.builder_lookup import DatasetNotBuilt
 
 ARRAY_RECORD = file_adapters.FileFormat.ARRAY_RECORD
 # array_record's data source opens its readers so, for random access (no readahead).
@@ -51,6 +43,7 @@ class NoArrayRecordFiles(ValueError):
     """The dataset is built, but only as TFRecords; the message gives the command to convert."""
 
 
+@dataclasses.dataclass(frozen=True)
 class BucketRecords:
     """The records of shards in an object store, read record by record through
     array_record's GCS client within a bounded time: read instead of `ShardCopies` where
@@ -62,19 +55,11 @@ class BucketRecords:
     multi-part 'Permanent error, ...').
     """
 
-    def __init__(
-        self,
-        records: Any,
-        store: ObjectStore,
-        files: tuple[str, ...],
-        counts: tuple[int, ...],
-        timeout_s,
-    ):
-        self.records = records
-        self.store = store
-        self.files = files
-        self.ends = tuple(itertools.accumulate(counts))
-        self.timeout_s = timeout_s
+    records: Any  # array_record's source of the split
+    store: ObjectStore
+    files: tuple[str, ...]
+    ends: tuple[int, ...]  # the split's record count after each file
+    timeout_s: float
 
     def __len__(self) -> int:
         return len(self.records)
@@ -174,7 +159,8 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         if copies is not None:
             records = ShardCopies(copies, skips, counts)
         else:
-            records = BucketRecords(records, store, files, counts, timeout_s())
+            ends = tuple(itertools.accumulate(counts))
+            records = BucketRecords(records, store, files, ends, timeout_s())
     features = info.features
     return SplitSource(
         records=records,
@@ -184,14 +170,3 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         label_names=tuple(features["label"].names),
         shard_files=files,
     )
-
-
-__all__ = [
-    "ARRAY_RECORD",
-    "READ_TIMEOUT_ENV",
-    "BucketReadError",
-    "DatasetNotBuilt",
-    "NoArrayRecordFiles",
-    "SplitSource",
-    "split_source",
-]

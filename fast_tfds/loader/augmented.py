@@ -71,12 +71,10 @@ class AugmentedBatches:
         out[real:] = 0
         records = [r for _, _, r in elements[:real]]
         targets = []
-        if real and self.cache is None:
-            targets = self._decode_into(epoch, indices[:real], records, out[:real])
-        elif real:
-            targets = self._serve_into(epoch, indices[:real], records, out[:real])
-        if real < len(elements):
-            targets += [self.pad_target] * (len(elements) - real)
+        if real:
+            into = self._decode_into if self.cache is None else self._serve_into
+            targets = into(epoch, indices[:real], records, out[:real])
+        targets += [self.pad_target] * (len(elements) - real)
         if self.with_index:
             return out, stack(targets), indices
         return out, stack(targets)
@@ -100,3 +98,13 @@ def stack(targets: list):
     if isinstance(first, dict):
         return {key: np.stack([t[key] for t in targets]) for key in first}
     return np.stack(targets)
+
+
+def map_arrays(function, tree):
+    """`function` of each array of a batch or a target (dicts and tuples of arrays), in
+    the same structure: the batch copy, the torch adapter and a padding example's targets."""
+    if isinstance(tree, dict):
+        return {key: map_arrays(function, value) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(map_arrays(function, value) for value in tree)
+    return function(tree)

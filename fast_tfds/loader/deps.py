@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
+import logging
 
 EXTRA = "loader"
 INSTALL = f'pip install "fast-image-tfds[{EXTRA}]"'
@@ -16,36 +16,29 @@ _NEEDED = (
 )
 
 
-@contextlib.contextmanager
-def _quiet_absl():
-    """Grain logs "Failed to load jax profiler" when JAX is not installed, which is
-    expected for PyTorch users; its warnings are silenced while it is imported."""
-    import logging
-
-    # The logger's own level, not absl's verbosity: restoring the verbosity would
-    # leave the logger at WARNING instead of unset, hiding absl INFO lines later.
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 class MissingLoaderExtra(ImportError):
     """The loader's dependencies are not installed; the message says how to install them."""
 
 
 def require() -> None:
-    """Imports every dependency once, or raises MissingLoaderExtra naming the extra."""
+    """Imports every dependency once, or raises MissingLoaderExtra naming the extra.
+
+    Grain logs "Failed to load jax profiler" when JAX is not installed, which is
+    expected for PyTorch users; its warnings are silenced while it is imported."""
+    # The logger's own level, not absl's verbosity: restoring the verbosity would
+    # leave the logger at WARNING instead of unset, hiding absl INFO lines later.
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     missing = []
-    for module, package in _NEEDED:
-        try:
-            with _quiet_absl():
+    try:
+        for module, package in _NEEDED:
+            try:
                 importlib.import_module(module)
-        except ImportError:
-            missing.append(package)
+            except ImportError:
+                missing.append(package)
+    finally:
+        logger.setLevel(level)
     if missing:
         raise MissingLoaderExtra(
             f"fast_tfds.loader needs {', '.join(missing)}, which the [{EXTRA}] extra "

@@ -1,15 +1,17 @@
-"""Per-record work of the loader, run in its worker processes: parse, crop, decode at size.
+"""Per-record work of the loader, run in its worker processes: parse, and the box of the
+stored picture that a batch's windows are drawn in.
 
 A record is a serialized `tf.train.Example`, parsed with the copy of the proto that
-TFDS ships (no TensorFlow). Images go through the one any-size decoder the tf.data
-reader uses too, `fast_tfds.core.jpeg_blocks.decode_resized_into`, so that both back
-ends give the same pixels at every output size: libjpeg-turbo decodes at the smallest
-DCT scale that still covers the output, which skips most of a full decode, and a
-resize does the rest (see "Resizing and picture fidelity" in docs/reading.md for how
-close that is to `tf.image.resize(..., antialias=True)`). A crop window from the
-dataset's hook (`fast_tfds.core.dataset_hooks`) is given to the decoder, not cut afterwards,
-so the DCT scale is chosen for the part that is kept. A JPEG that libjpeg-turbo
-rejects is decoded by Pillow and still arrives.
+TFDS ships (no TensorFlow). Images are then decoded by the batch function
+(`augmented.AugmentedBatches`) through the one any-size decoder the tf.data reader
+uses too, `fast_tfds.core.jpeg_blocks.decode_resized_into`, so that both back ends
+give the same pixels at every output size: libjpeg-turbo decodes at the smallest DCT
+scale that still covers the output, which skips most of a full decode, and a resize
+does the rest (see "Resizing and picture fidelity" in docs/reading.md for how close
+that is to `tf.image.resize(..., antialias=True)`). A crop window from the dataset's
+hook (`fast_tfds.core.dataset_hooks`) is given to the decoder, not cut afterwards, so
+the DCT scale is chosen for the part that is kept. A JPEG that libjpeg-turbo rejects
+is decoded by Pillow and still arrives.
 """
 
 from __future__ import annotations
@@ -30,21 +32,18 @@ class BadRecord(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DecodeExample:
-    """Serialized Example -> (image uint8 [h, w, 3], label int64), or (image, what the
-    dataset's hook puts in the label's place).
+    """How the loader reads a serialized Example: its JPEG, its label int64 (or what the
+    dataset's hook puts in the label's place) and the hook's window (`parse`), and the
+    size the batch function decodes it at.
 
     Attributes:
-      image_size: (height, width) of every image, or None to keep each image's stored
-        size (cropped to its window, if the hook gives one).
+      image_size: (height, width) of every image of a batch (the largest of a
+        `ProgressiveResize`, which gives each epoch its own).
       parts: the dataset's additions (a crop window, a richer target), or None.
     """
 
     image_size: tuple[int, int] | None = None
     parts: ExampleParts | None = None
-
-    def __call__(self, record: bytes):
-        jpeg, target, window = self.parse(record)
-        return decode(jpeg, self.image_size, window), target
 
     def parse(self, record: bytes) -> tuple[bytes, object, Window | None]:
         """(JPEG bytes, the label or the hook's target, the hook's window or None)."""
@@ -58,18 +57,6 @@ class DecodeExample:
         if self.parts is None:
             return jpeg, label, None
         return jpeg, self.parts.target(values, label), self.parts.window(values)
-
-
-def decode(jpeg: bytes, size: tuple[int, int] | None, window: Window | None) -> np.ndarray:
-    """The image of `jpeg`, cut to `window` and resized to `size` (height, width); with
-    size None, the window (or the whole image) at the stored resolution."""
-    if size is None:
-        height, width = jpeg_blocks.stored_size(jpeg)
-        _, _, height, width = window(height, width) if window else (0, 0, height, width)
-        size = (height, width)
-    # A window of exactly the output size makes the decoder's resize a plain copy,
-    # so both cases share its decode (and its Pillow fallback).
-    return jpeg_blocks.decode_resized_into(jpeg, np.empty((*size, 3), np.uint8), window)
 
 
 def _values(feature: Mapping, keys: tuple[str, ...]) -> dict[str, np.ndarray]:

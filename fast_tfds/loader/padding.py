@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fast_tfds.core import shares
+from fast_tfds.loader.augmented import map_arrays
 from fast_tfds.loader.examples import DecodeExample
 
 
@@ -39,13 +40,7 @@ def padded_share(num_examples: int, options) -> int | None:
 def pad_target(source, decode: DecodeExample, first: int) -> Any:
     """The targets of a padding example: zeros, shaped as a real example's (the host's
     first, parsed once; its picture, zeros too, is the batch's)."""
-    return _zeros_like(decode.parse(source.records[first])[1])
-
-
-def _zeros_like(tree):
-    if isinstance(tree, dict):
-        return {key: _zeros_like(value) for key, value in tree.items()}
-    return np.zeros_like(np.asarray(tree))
+    return map_arrays(np.zeros_like, decode.parse(source.records[first])[1])
 
 
 class Share:

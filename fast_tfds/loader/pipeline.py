@@ -33,6 +33,7 @@ The loader is a `grain.IterDataset`, so that Keras 3 (any backend) takes it as i
 from __future__ import annotations
 
 import atexit
+import functools
 import random
 import weakref
 from typing import Any
@@ -107,6 +108,8 @@ class FastLoader(grain.IterDataset):
         self.source = source
         self.decode = decode
         self.options = options
+        # This process's examples: every `shard_count`-th of the split from `shard_index`.
+        self.shard = range(options.shard_index, len(source), options.shard_count)
         # Drawn once, and kept in the iterators' state, so that a resumed run
         # continues with the same orders.
         self.seed = (
@@ -141,12 +144,7 @@ class FastLoader(grain.IterDataset):
         shuffled, then batches made whole by the one batch function (`augmented`): decoded
         or cut from the picture store, augmented or not (a plain read is the identity)."""
         options = self.options
-        share = padding.Share(
-            self.source.records,
-            range(options.shard_index, len(self.source), options.shard_count),
-            self.padded,
-            self.cache,
-        )
+        share = padding.Share(self.source.records, self.shard, self.padded, self.cache)
         ds = grain.MapDataset.source(share).map_with_index(augmented.Tag(len(share)))
         if options.shuffle:
             # Grain's order, each epoch's permutation made at once (`shuffle`).
@@ -164,7 +162,7 @@ class FastLoader(grain.IterDataset):
     @property
     def num_examples(self) -> int:
         """Examples per epoch in this shard (before drop_remainder)."""
-        return len(range(self.options.shard_index, len(self.source), self.options.shard_count))
+        return len(self.shard)
 
     def __len__(self) -> int:
         """Batches per epoch."""
@@ -204,13 +202,13 @@ class FastLoader(grain.IterDataset):
             # Workers hand batches over in shared memory, which Grain frees when the
             # array is deleted; a batch still referenced at interpreter exit would
             # then fail and leak. A copy makes it a plain array (its cost: docs/design.md).
-            batch = _copied(batch)
+            batch = augmented.map_arrays(np.array, batch)
         if first:
             # An iterator's first batches may be a peek (Keras reads two for the shapes,
             # then starts the epoch again): a copy of each (the caller may change its
             # own) lets the next iterator replay them and continue the stream, rather
             # than restart the threads and workers.
-            self._peeked[position] = _copied(batch)
+            self._peeked[position] = augmented.map_arrays(np.array, batch)
         else:
             self._peeked.clear()
         return batch
@@ -219,9 +217,9 @@ class FastLoader(grain.IterDataset):
         ds = self._epoch.repeat()
         if self.options.mix is not None:
             # Numbered before the slice: batch p is batch p % len of epoch p // len.
-            ds = ds.map_with_index(
-                MixBatches(self.options.mix, self.seed, len(self.source.label_names), len(self))
-            )
+            classes = len(self.source.label_names)
+            mixed = functools.partial(_mixed, self.options.mix, self.seed, classes, len(self))
+            ds = ds.map_with_index(mixed)
         ds = ds[start:]
         # Each thread makes whole batches. simplejpeg and OpenCV release the GIL, so
         # threads alone keep the cores busy; worker processes go past what the GIL
@@ -271,33 +269,22 @@ class FastLoader(grain.IterDataset):
         }
 
 
-class MixBatches:
-    """`map_with_index` of the repeated epochs' batches: batch `position` mixed by
-    `mixing.mix`, from (seed, epoch, batch in epoch); the images in place (each batch
-    is a new array), the labels as float32 one-hot rows."""
-
-    def __init__(self, mix: mixing.Mix, seed: int, num_classes: int, per_epoch: int):
-        self.mix, self.seed = mix, seed
-        self.num_classes, self.per_epoch = num_classes, per_epoch
-
-    def __call__(self, position: int, batch: tuple):
-        images, labels, *rest = batch
-        if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
-            raise ValueError(
-                "mix=: mixes integer labels, and this loader's targets are "
-                f"{type(labels).__name__}; read without the dataset's extra targets"
-            )
-        epoch, batch_index = divmod(int(position), self.per_epoch)
-        images, targets, _ = mixing.mix(
-            images,
-            labels,
-            self.num_classes,
-            self.mix,
-            seed=self.seed,
-            epoch=epoch,
-            batch=batch_index,
+def _mixed(mix: mixing.Mix, seed: int, num_classes: int, per_epoch: int, position: int, batch):
+    """`map_with_index` of the repeated epochs' batches, its first four arguments bound
+    (`functools.partial`, picklable to workers): batch `position` mixed by `mixing.mix`,
+    from (seed, epoch, batch in epoch); the images in place (each batch is a new array),
+    the labels as float32 one-hot rows."""
+    images, labels, *rest = batch
+    if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu":
+        raise ValueError(
+            "mix=: mixes integer labels, and this loader's targets are "
+            f"{type(labels).__name__}; read without the dataset's extra targets"
         )
-        return (images, targets, *rest)
+    epoch, batch_index = divmod(int(position), per_epoch)
+    images, targets, _ = mixing.mix(
+        images, labels, num_classes, mix, seed=seed, epoch=epoch, batch=batch_index
+    )
+    return (images, targets, *rest)
 
 
 class FastLoaderIterator(grain.DatasetIterator):
@@ -382,11 +369,3 @@ def _absl_flags_readable() -> None:
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
-
-
-def _copied(tree):
-    if isinstance(tree, dict):
-        return {key: _copied(value) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_copied(value) for value in tree)
-    return np.array(tree)

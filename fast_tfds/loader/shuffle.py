@@ -18,7 +18,6 @@ one example twice and never the last one; here every example comes once.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 
 import grain
@@ -87,11 +86,9 @@ def _encrypt(values: np.ndarray, keys: list[int], word: int) -> np.ndarray:
 def permutation(length: int, seed: int, rounds: int = ROUNDS) -> np.ndarray:
     """int64 [length]: position i of the shuffled epoch holds element `out[i]`, as
     Grain's `index_shuffle(i, max_index=length - 1, seed=seed, rounds=rounds)`."""
-    if length <= 0:
-        return np.zeros(0, np.int64)
+    if length <= 1:
+        return np.zeros(max(length, 0), np.int64)
     max_index = length - 1
-    if max_index == 0:
-        return np.zeros(1, np.int64)
     bits = math.ceil(math.log2(max_index))
     bits = max(bits + bits % 2, MIN_BLOCK_BITS)
     if length > 1 << bits:
@@ -132,8 +129,10 @@ class EpochShuffle(grain.MapDataset):
             raise ValueError(f"seed: must be in [0, 2**32), got {seed}")
         self._seed = int(seed)
         self._length = len(parent)
-        self._lock = threading.Lock()
-        self._epochs: dict[int, np.ndarray] = {}  # the two most recent, for a boundary
+        # The two most recent epochs' permutations, for a boundary. Replaced whole, never
+        # changed in place, so the decode threads share it without a lock (a permutation
+        # two threads make at once is made twice, one kept).
+        self._epochs: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self._length
@@ -143,23 +142,14 @@ class EpochShuffle(grain.MapDataset):
 
     def __getstate__(self):
         # Pickled to worker processes: each makes its own epochs' permutations.
-        state = self.__dict__.copy()
-        state["_lock"], state["_epochs"] = None, {}
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        return {**self.__dict__, "_epochs": {}}
 
     def _order(self, epoch: int) -> np.ndarray:
-        with self._lock:
-            order = self._epochs.get(epoch)
+        epochs = self._epochs
+        order = epochs.get(epoch)
         if order is None:
             order = permutation(self._length, (self._seed + epoch) % 2**32)
-            with self._lock:
-                self._epochs[epoch] = order
-                while len(self._epochs) > 2:
-                    del self._epochs[min(self._epochs)]
+            self._epochs = dict(sorted({**epochs, epoch: order}.items())[-2:])
         return order
 
     def _shuffled(self, index: int) -> int:

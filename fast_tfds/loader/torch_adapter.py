@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch.utils import data as torch_data
 
+from fast_tfds.loader.augmented import map_arrays
+
 
 class TorchBatches(torch_data.IterableDataset):
     """Batches of a `FastLoader` as torch tensors: uint8 images [B, H, W, 3], int64 labels.
@@ -46,7 +48,7 @@ class TorchBatches(torch_data.IterableDataset):
             self._pending_state = None
         self._iterator = iterator
         for batch in iterator:
-            yield _to_torch(batch)
+            yield map_arrays(torch.from_numpy, batch)
 
     def state_dict(self) -> dict[str, Any]:
         if self._iterator is None:
@@ -56,11 +58,3 @@ class TorchBatches(torch_data.IterableDataset):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The next `iter()` resumes where `state` was saved."""
         self._pending_state = state
-
-
-def _to_torch(tree):
-    if isinstance(tree, dict):
-        return {key: _to_torch(value) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_to_torch(value) for value in tree)
-    return torch.from_numpy(tree)

@@ -22,6 +22,15 @@ def build(name: str, config: str, data_dir, manual_dir, file_format: str | None)
     )
 
 
+def decoded(decode, record: bytes):
+    """(image, target) of one record, as the loader makes them: its one batch function
+    (`AugmentedBatches`, a plain read) on a batch of that record alone."""
+    from fast_tfds.loader.augmented import AugmentedBatches, map_arrays
+
+    images, targets = AugmentedBatches(decode, None, seed=0)([(0, 0, record)])
+    return images[0], map_arrays(lambda column: column[0], targets)
+
+
 @pytest.fixture(scope="session")
 def cats_array_record_dir(tmp_path_factory, cats_sample):
     """cats_vs_dogs_fast built as ArrayRecord, both configs, from the shared sample."""

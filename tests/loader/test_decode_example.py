@@ -13,6 +13,7 @@ from fast_tfds.loader import DecodeExample
 from fast_tfds.loader.examples import BadRecord
 from fast_tfds.samples import photos
 from stanford_dogs_tfrecord.hook import BBOX_KEY, BoxParts
+from tests.loader.conftest import decoded
 
 JPEG = photos.jpeg_bytes(photos.random_photo(np.random.default_rng(5), (60, 40)))
 
@@ -30,7 +31,7 @@ def record(label: int | None, bbox: list[float] | None = None, image: bytes = JP
 
 def test_the_label_and_boxes_of_the_record_are_its_target():
     decode = DecodeExample(image_size=(32, 32), parts=BoxParts(with_boxes=True, max_boxes=3))
-    image, target = decode(record(7, [0.1, 0.2, 0.6, 0.9, 0.0, 0.0, 0.5, 0.5]))
+    image, target = decoded(decode, record(7, [0.1, 0.2, 0.6, 0.9, 0.0, 0.0, 0.5, 0.5]))
     assert image.shape == (32, 32, 3) and target["label"] == 7 and target["num_boxes"] == 2
     expected = np.array([[0.1, 0.2, 0.6, 0.9], [0, 0, 0.5, 0.5], [0, 0, 0, 0]], np.float32)
     np.testing.assert_array_equal(target["bbox"], expected)
@@ -40,7 +41,7 @@ def test_a_box_feature_with_no_values_is_no_boxes():
     example = tf_example_pb2.Example.FromString(record(2))
     example.features.feature[BBOX_KEY].SetInParent()  # present, of no kind: an empty list
     decode = DecodeExample(image_size=(32, 32), parts=BoxParts(with_boxes=True, max_boxes=2))
-    _, target = decode(example.SerializeToString())
+    _, target = decoded(decode, example.SerializeToString())
     assert target["label"] == 2 and target["num_boxes"] == 0 and not target["bbox"].any()
 
 
@@ -56,4 +57,4 @@ def test_a_box_feature_with_no_values_is_no_boxes():
 def test_a_damaged_record_says_what_is_missing(data, reason):
     decode = DecodeExample(image_size=(32, 32), parts=BoxParts(with_boxes=True))
     with pytest.raises(BadRecord, match=rf"^a record is not an image example \({reason}\)$"):
-        decode(data)
+        decoded(decode, data)

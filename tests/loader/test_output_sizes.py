@@ -24,6 +24,7 @@ from fast_tfds.loader import DecodeExample
 from fast_tfds.samples import photos
 from stanford_dogs_tfrecord import crops
 from stanford_dogs_tfrecord.hook import BoxParts
+from tests.loader.conftest import decoded
 from tests.pairs import Truth, epoch
 
 # The documented bound (docs/reading.md) on the mean absolute difference per channel
@@ -166,19 +167,19 @@ def tensorflows_pixels(data: bytes) -> np.ndarray:
 
 
 def test_every_image_arrives_at_its_stored_size_or_any_other(stored_image):
-    image, label = DecodeExample(image_size=None)(record(stored_image, 3))
+    image, label = decoded(DecodeExample(image_size=(90, 120)), record(stored_image, 3))
     assert label == 3 and image.dtype == np.uint8 and image.shape == (90, 120, 3)
     np.testing.assert_array_equal(image, tensorflows_pixels(stored_image))
-    image, _ = DecodeExample(image_size=(40, 50))(record(stored_image, 3))
+    image, _ = decoded(DecodeExample(image_size=(40, 50)), record(stored_image, 3))
     expected = jpeg_blocks.decode_resized_into(stored_image, np.empty((40, 50, 3), np.uint8))
     np.testing.assert_array_equal(image, expected)
 
 
 def test_at_the_stored_size_a_window_is_cut_at_full_resolution(stored_image):
     bbox = [0.1, 0.2, 0.6, 0.9]  # ymin, xmin, ymax, xmax
-    decode = DecodeExample(image_size=None, parts=BoxParts(crop_to_box=True))
-    image, label = decode(record(stored_image, 1, bbox))
     top, left, height, width = crops.first_box_window(np.array([bbox], np.float32), 90, 120)
+    decode = DecodeExample(image_size=(height, width), parts=BoxParts(crop_to_box=True))
+    image, label = decoded(decode, record(stored_image, 1, bbox))
     assert label == 1 and image.shape == (height, width, 3) != (90, 120, 3)
     whole = tensorflows_pixels(stored_image)
     np.testing.assert_array_equal(image, whole[top : top + height, left : left + width])
