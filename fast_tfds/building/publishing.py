@@ -22,6 +22,7 @@ only orders and checks the uploads.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -85,7 +86,8 @@ def publish(
     """
     folder = os.fspath(folder)
     info = _built_info(folder)
-    names = _files(folder)
+    # The names of the files of the version folder (TFDS's version folders are flat).
+    names = sorted(e.name for e in os.scandir(folder) if e.is_file())
     target = destination(url, info)
     store = _store(target)
     states = ordered_thread_map(
@@ -159,11 +161,6 @@ def _built_info(folder: str) -> dict[str, Any]:
     return info
 
 
-def _files(folder: str) -> list[str]:
-    """The names of the files of the version folder (TFDS's version folders are flat)."""
-    return sorted(e.name for e in os.scandir(folder) if e.is_file())
-
-
 def _store(url: str) -> ObjectStore:
     other = store_name(url)
     if other is not None:  # s3a://, abfs://, ...: the name the readers read it by
@@ -199,7 +196,7 @@ def _listing(store: ObjectStore, target: str) -> dict[str, dict[str, Any]]:
         except FileNotFoundError:
             return []
 
-    entries = _answered(listed, f"listing {target}", store, target)
+    entries = _asked(store, listed, f"listing {target}", target)
     return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in entries if e.get("type") == "file"}
 
 
@@ -220,7 +217,7 @@ def _holds(
     remote = (
         None
         if checksum is None
-        else _answered(lambda: store.checksum(entry["name"], entry), f"checking {url}", store, url)
+        else _asked(store, lambda: store.checksum(entry["name"], entry), f"checking {url}", url)
     )
     if remote is None:
         return _read_back(store, entry["name"], os.path.join(folder, name))
@@ -244,28 +241,17 @@ def _upload(
     def piece() -> None:
         last[0] = time.monotonic()
 
-    timeout = timeout_s()
-    try:
-        within(
-            lambda: store.put_file(path, key, transferred(piece)),
-            timeout,
-            "fast_tfds-publish",
-            progress=lambda: last[0],
-        )
-    except NoAnswer:
-        raise _no_answer(f"uploading {url}", timeout, store, url) from None
-    except Exception as error:  # noqa: BLE001  (one line: what the store said)
-        raise PublishError(
-            f"{url}: the store refused the write ({said_of(error)}); check that these "
-            "credentials may write there"
-        ) from None
+    def put() -> None:
+        store.put_file(path, key, transferred(piece))
+
+    _asked(store, put, f"uploading {url}", url, refused="the write", progress=lambda: last[0])
 
     def info():
         client = store.client()
         client.invalidate_cache(key)
         return client.info(key)
 
-    entry = _answered(info, f"checking {url}", store, url)
+    entry = _asked(store, info, f"checking {url}", url)
     if not _holds(store, entry, folder, name, local):
         raise PublishError(
             f"{url}: once uploaded, the store holds {entry.get('size')} bytes (checksum "
@@ -278,48 +264,47 @@ def _upload(
 def _read_back(store: ObjectStore, key: str, path: str) -> bool:
     """Whether object `key` holds the bytes of local file `path` (for a store that keeps
     no checksum): both hashed as they stream."""
-    digests = []
-    for opener in (lambda: store.client().open(key, "rb"), lambda: open(path, "rb")):
-        digest = hashlib.sha256()
-        with opener() as f:
-            while piece := f.read(1 << 22):
-                digest.update(piece)
-        digests.append(digest.digest())
+    with store.client().open(key, "rb") as remote, open(path, "rb") as f:
+        digests = [hashlib.file_digest(opened, "sha256").digest() for opened in (remote, f)]
     return digests[0] == digests[1]
 
 
 def _delete(store: ObjectStore, url: str) -> None:
+    def remove() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            store.client().rm_file(store.key(url))
+
+    _asked(store, remove, f"removing {url}", url, refused="to remove it")
+
+
+def _asked(
+    store: ObjectStore,
+    call: Callable[[], Any],
+    what: str,
+    url: str,
+    *,
+    refused: str | None = None,
+    progress: Callable[[], float] | None = None,
+) -> Any:
+    """`call()` within the read timeout (without progress, where `progress` says when it
+    last made some), a failure as one line: what the store said, and where it `refused`
+    a write (the write, to remove it), that these credentials may not write there."""
     timeout = timeout_s()
     try:
-        within(lambda: store.client().rm_file(store.key(url)), timeout, "fast_tfds-publish")
-    except FileNotFoundError:
-        pass
+        return within(call, timeout, "fast_tfds-publish", progress=progress)
     except NoAnswer:
-        raise _no_answer(f"removing {url}", timeout, store, url) from None
-    except Exception as error:  # noqa: BLE001  (one line: what the store said)
         raise PublishError(
-            f"{url}: the store refused to remove it ({said_of(error)}); check that these "
-            "credentials may write there"
+            f"{what}: no answer within {timeout:g} s (the store is unreachable or too slow); "
+            f"check that it can be reached from here (`{store.check_command(url)}`), or allow "
+            f"a slow store more time with {TIMEOUT_ENV}=SECONDS"
         ) from None
-
-
-def _answered(call, what: str, store: ObjectStore, url: str):
-    """`call()` within the read timeout, a failure as one line."""
-    timeout = timeout_s()
-    try:
-        return within(call, timeout, "fast_tfds-publish")
-    except NoAnswer:
-        raise _no_answer(what, timeout, store, url) from None
     except Exception as error:  # noqa: BLE001  (one line: what the store said)
+        if refused is not None:
+            raise PublishError(
+                f"{url}: the store refused {refused} ({said_of(error)}); check that these "
+                "credentials may write there"
+            ) from None
         raise PublishError(
             f"{what} failed ({said_of(error)}); check that it can be read from here "
             f"(`{store.check_command(url)}`)"
         ) from None
-
-
-def _no_answer(what: str, timeout: float, store: ObjectStore, url: str) -> PublishError:
-    return PublishError(
-        f"{what}: no answer within {timeout:g} s (the store is unreachable or too slow); "
-        f"check that it can be reached from here (`{store.check_command(url)}`), or allow "
-        f"a slow store more time with {TIMEOUT_ENV}=SECONDS"
-    )
