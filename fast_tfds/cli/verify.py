@@ -188,12 +188,10 @@ def print_report(report: Report, out=None) -> int:
 
 def add_command(commands) -> None:
     """Adds `verify` to the fast-tfds command-line parser."""
-    p = commands.add_parser(
-        "verify",
-        help="check built datasets: every shard present, every record intact, counts right",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    from fast_tfds.cli import documented_command
+
+    what = "check built datasets: every shard present, every record intact, counts right"
+    p = documented_command(commands, "verify", __doc__, what)
     p.add_argument("paths", nargs="+", metavar="PATH", help="data dir, dataset or version folder")
     p.set_defaults(run=lambda args: sys.exit(print_report(verify_paths(args.paths))))
 
