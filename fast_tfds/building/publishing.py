@@ -191,13 +191,11 @@ def _listing(store: ObjectStore, target: str) -> dict[str, dict[str, Any]]:
     """{name: listing entry} of the objects in the version folder `target` (none yet: {})."""
 
     def listed():
-        try:
+        with contextlib.suppress(FileNotFoundError):
             return store.listing(target)
-        except FileNotFoundError:
-            return []
+        return {}
 
-    entries = _asked(store, listed, f"listing {target}", target)
-    return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in entries if e.get("type") == "file"}
+    return _asked(store, listed, f"listing {target}", target)
 
 
 def _holds(

@@ -71,15 +71,15 @@ def copy(folder: str) -> str | None:
 
 def _copy(store: ObjectStore, folder: str) -> str:
     try:
-        names = [e["name"] for e in store.listing(folder) if e.get("type") == "file"]
+        listed = store.listing(folder)
     except FileNotFoundError:
-        names = []
-    metadata = [n for n in names if not SHARD.fullmatch(n.rsplit("/", 1)[-1])]
-    if not any(n.rsplit("/", 1)[-1] == INFO for n in metadata):
+        listed = {}
+    metadata = {n: entry for n, entry in listed.items() if not SHARD.fullmatch(n)}
+    if INFO not in metadata:
         raise NotPublished(f"{folder} has no {INFO}")
     local = tempfile.mkdtemp(prefix=PREFIX)
     atexit.register(remove_owned, local, os.getpid())  # the builder reads it while it lives
     client = store.client()
-    for name in metadata:
-        client.get_file(name, os.path.join(local, name.rsplit("/", 1)[-1]))
+    for name, entry in metadata.items():
+        client.get_file(entry["name"], os.path.join(local, name))
     return local

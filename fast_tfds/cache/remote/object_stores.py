@@ -244,15 +244,17 @@ class ObjectStore:
     def url(self, key: str) -> str:
         return f"{self.scheme}://{key}"
 
-    def listing(self, folder: str) -> list[dict[str, Any]]:
-        """The client's detailed listing of `folder` (a url), asked of the store anew: a
-        listing must see a rewrite made since the process last looked, and the client
-        keeps none of it for later calls (TFDS's, through the same client, included)."""
+    def listing(self, folder: str) -> dict[str, dict[str, Any]]:
+        """{name: entry} of the files (objects) in `folder` (a url), from the client's
+        detailed listing, asked of the store anew: a listing must see a rewrite made since
+        the process last looked, and the client keeps none of it for later calls (TFDS's,
+        through the same client, included). FileNotFoundError where there is no folder."""
         client, key = self.client(), self.key(folder.rstrip("/"))
         try:
-            return client.ls(key, detail=True, refresh=True)
+            listed = client.ls(key, detail=True, refresh=True)
         finally:
             client.invalidate_cache(key)
+        return {e["name"].rsplit("/", 1)[-1]: e for e in listed if e.get("type") == "file"}
 
     def gave_nothing(self, url: str, timeout: float) -> BucketReadError:
         return BucketReadError(
@@ -384,11 +386,9 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
         raise NotKeyed(f"listing {folder} gave no answer within {timeout:g} s") from None
     except Exception as error:  # noqa: BLE001  (one line for the log)
         raise NotKeyed(f"listing {folder} failed ({said_of(error)})") from None
-    found = []
-    for entry in listed:
-        if entry.get("type") != "file":
-            continue
-        url = store.url(entry["name"])
-        if keep(url.rsplit("/", 1)[-1]):
-            found.append(store.fingerprint(url, entry))
+    found = [
+        store.fingerprint(store.url(entry["name"]), entry)
+        for name, entry in listed.items()
+        if keep(name)
+    ]
     return sorted(found)

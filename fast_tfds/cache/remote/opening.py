@@ -108,7 +108,7 @@ class _Opening:
 
     def _list(self, dataset, split, file_format) -> list[str]:
         # Imports the client here, not in the opening call.
-        names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self.store.listing(self.folder)]
+        names = self.store.listing(self.folder)
         return [f"{self.folder}/{n}" for n in shard_objects(names, dataset, split, file_format)]
 
     def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
