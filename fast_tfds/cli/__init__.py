@@ -74,13 +74,5 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     return parser, sized
 
 
-def documented_command(commands, name: str, doc: str | None, help: str) -> argparse.ArgumentParser:
-    """Command `name`'s parser (`help`: its line in `fast-tfds --help`), whose own --help
-    shows `doc`, its module's docstring, with the docstring's line breaks kept."""
-    return commands.add_parser(
-        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-
-
 if __name__ == "__main__":
     main()
