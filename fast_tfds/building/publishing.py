@@ -94,9 +94,17 @@ def publish(
         lambda n: _local_state(store, os.path.join(folder, n)), names, workers=PARALLEL_UPLOADS
     )
     local = dict(zip(names, states, strict=True))
-    there = _listing(store, target)
+
+    def listed() -> dict[str, dict[str, Any]]:
+        with contextlib.suppress(FileNotFoundError):
+            return store.listing(target)
+        return {}  # nothing published there yet
+
+    there = _asked(store, listed, f"listing {target}", target)
     same = sorted(
-        n for n, entry in there.items() if n in local and _holds(store, entry, folder, n, local)
+        n
+        for n, entry in there.items()
+        if n in local and _holds(store, entry, os.path.join(folder, n), local[n])
     )
     other = sorted(set(there) - set(same))
     if other and not overwrite:
@@ -187,28 +195,13 @@ def _local_state(store: ObjectStore, path: str) -> tuple[int, str | None]:
     return os.path.getsize(path), store.local_checksum(path)
 
 
-def _listing(store: ObjectStore, target: str) -> dict[str, dict[str, Any]]:
-    """{name: listing entry} of the objects in the version folder `target` (none yet: {})."""
-
-    def listed():
-        with contextlib.suppress(FileNotFoundError):
-            return store.listing(target)
-        return {}
-
-    return _asked(store, listed, f"listing {target}", target)
-
-
 def _holds(
-    store: ObjectStore,
-    entry: dict[str, Any],
-    folder: str,
-    name: str,
-    local: dict[str, tuple[int, str | None]],
+    store: ObjectStore, entry: dict[str, Any], path: str, local: tuple[int, str | None]
 ) -> bool:
-    """Whether the object of listing entry `entry` holds the local file `name`: its size
-    and the store's checksum (asked within the read timeout), or (where the store keeps
-    none) its bytes read back."""
-    size, checksum = local[name]
+    """Whether the object of listing entry `entry` holds the local file `path`, whose
+    size and checksum are `local`: its size and the store's checksum (asked within the
+    read timeout), or (where the store keeps none) its bytes read back."""
+    size, checksum = local
     if int(entry.get("size") or -1) != size:
         return False
     url = store.url(entry["name"])
@@ -218,7 +211,7 @@ def _holds(
         else _asked(store, lambda: store.checksum(entry["name"], entry), f"checking {url}", url)
     )
     if remote is None:
-        return _read_back(store, entry["name"], os.path.join(folder, name))
+        return _read_back(store, entry["name"], path)
     return remote == checksum
 
 
@@ -250,7 +243,7 @@ def _upload(
         return client.info(key)
 
     entry = _asked(store, info, f"checking {url}", url)
-    if not _holds(store, entry, folder, name, local):
+    if not _holds(store, entry, path, local[name]):
         raise PublishError(
             f"{url}: once uploaded, the store holds {entry.get('size')} bytes (checksum "
             f"{store.checksum(key, entry)}), not those of {path} ({local[name][0]} bytes, "
