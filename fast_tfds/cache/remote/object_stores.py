@@ -214,16 +214,6 @@ class ObjectStore:
                 digest.update(piece)
         return base64.b64encode(digest.digest()).decode("ascii")
 
-    def needs_client(self, url: str) -> ImportError | None:
-        """The one-line error of a read of `url` that cannot be made here: the client is
-        not installed and TensorFlow cannot read the store either; else None."""
-        if self.tensorflow_reads or self.installed():
-            return None
-        return ImportError(
-            f"{url}: reading {self.scheme}:// needs {self.package}, which is not installed "
-            f"(`{self.install}`)"
-        )
-
     def client(self) -> Any:
         """The fsspec client (fsspec's shared instance in this process); ImportError where
         its package is not installed."""

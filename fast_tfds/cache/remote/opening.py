@@ -116,7 +116,9 @@ class _Opening:
 
     def _start(self, dataset, split, file_format, opener) -> None:
         try:
-            files = self._list(dataset, split, file_format)
+            # Imports the client here, not in the opening call.
+            names = shard_objects(self.store.listing(self.folder), dataset, split, file_format)
+            files = [f"{self.folder}/{n}" for n in names]
             with self._lock:
                 if self.closed or not files:
                     return
@@ -128,11 +130,6 @@ class _Opening:
             log.debug("fast_tfds: no shard copies ahead for %s: %r", self.folder, error)
         finally:
             self.listed.set()
-
-    def _list(self, dataset, split, file_format) -> list[str]:
-        # Imports the client here, not in the opening call.
-        names = self.store.listing(self.folder)
-        return [f"{self.folder}/{n}" for n in shard_objects(names, dataset, split, file_format)]
 
     def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
         # The listing is one request, which the builder's loading (several, after etils'
@@ -246,9 +243,11 @@ def copy_metadata(folder: str) -> str | None:
     store = store_of(folder)
     if store is None or store.tensorflow_reads:
         return None
-    missing = store.needs_client(folder)
-    if missing is not None:
-        raise missing
+    if not store.installed():  # and TensorFlow cannot read the store either
+        raise ImportError(
+            f"{folder}: reading {store.scheme}:// needs {store.package}, which is not "
+            f"installed (`{store.install}`)"
+        )
     folder = folder.rstrip("/")
     timeout = timeout_s()
     try:
