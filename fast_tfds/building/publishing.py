@@ -22,6 +22,7 @@ only orders and checks the uploads.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -32,7 +33,6 @@ from typing import Any
 
 from fast_tfds.building.errors import BuildError
 from fast_tfds.building.parallel import ordered_thread_map
-from fast_tfds.cache.remote.metadata import INFO, SHARD
 from fast_tfds.cache.remote.object_stores import (
     STORES,
     TIMEOUT_ENV,
@@ -45,6 +45,7 @@ from fast_tfds.cache.remote.object_stores import (
     transferred,
     within,
 )
+from fast_tfds.cache.remote.opening import INFO, SHARD
 from fast_tfds.core.builder_lookup import store_name
 
 # Uploads in flight at once (and local files checksummed at once): each is mostly
@@ -85,16 +86,25 @@ def publish(
     """
     folder = os.fspath(folder)
     info = _built_info(folder)
-    names = _files(folder)
+    # The names of the files of the version folder (TFDS's version folders are flat).
+    names = sorted(e.name for e in os.scandir(folder) if e.is_file())
     target = destination(url, info)
     store = _store(target)
     states = ordered_thread_map(
         lambda n: _local_state(store, os.path.join(folder, n)), names, workers=PARALLEL_UPLOADS
     )
     local = dict(zip(names, states, strict=True))
-    there = _listing(store, target)
+
+    def listed() -> dict[str, dict[str, Any]]:
+        with contextlib.suppress(FileNotFoundError):
+            return store.listing(target)
+        return {}  # nothing published there yet
+
+    there = _asked(store, listed, f"listing {target}", target)
     same = sorted(
-        n for n, entry in there.items() if n in local and _holds(store, entry, folder, n, local)
+        n
+        for n, entry in there.items()
+        if n in local and _holds(store, entry, os.path.join(folder, n), local[n])
     )
     other = sorted(set(there) - set(same))
     if other and not overwrite:
@@ -159,11 +169,6 @@ def _built_info(folder: str) -> dict[str, Any]:
     return info
 
 
-def _files(folder: str) -> list[str]:
-    """The names of the files of the version folder (TFDS's version folders are flat)."""
-    return sorted(e.name for e in os.scandir(folder) if e.is_file())
-
-
 def _store(url: str) -> ObjectStore:
     other = store_name(url)
     if other is not None:  # s3a://, abfs://, ...: the name the readers read it by
@@ -190,40 +195,23 @@ def _local_state(store: ObjectStore, path: str) -> tuple[int, str | None]:
     return os.path.getsize(path), store.local_checksum(path)
 
 
-def _listing(store: ObjectStore, target: str) -> dict[str, dict[str, Any]]:
-    """{name: listing entry} of the objects in the version folder `target` (none yet: {})."""
-
-    def listed():
-        try:
-            return store.listing(target)
-        except FileNotFoundError:
-            return []
-
-    entries = _answered(listed, f"listing {target}", store, target)
-    return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e for e in entries if e.get("type") == "file"}
-
-
 def _holds(
-    store: ObjectStore,
-    entry: dict[str, Any],
-    folder: str,
-    name: str,
-    local: dict[str, tuple[int, str | None]],
+    store: ObjectStore, entry: dict[str, Any], path: str, local: tuple[int, str | None]
 ) -> bool:
-    """Whether the object of listing entry `entry` holds the local file `name`: its size
-    and the store's checksum (asked within the read timeout), or (where the store keeps
-    none) its bytes read back."""
-    size, checksum = local[name]
+    """Whether the object of listing entry `entry` holds the local file `path`, whose
+    size and checksum are `local`: its size and the store's checksum (asked within the
+    read timeout), or (where the store keeps none) its bytes read back."""
+    size, checksum = local
     if int(entry.get("size") or -1) != size:
         return False
     url = store.url(entry["name"])
     remote = (
         None
         if checksum is None
-        else _answered(lambda: store.checksum(entry["name"], entry), f"checking {url}", store, url)
+        else _asked(store, lambda: store.checksum(entry["name"], entry), f"checking {url}", url)
     )
     if remote is None:
-        return _read_back(store, entry["name"], os.path.join(folder, name))
+        return _read_back(store, entry["name"], path)
     return remote == checksum
 
 
@@ -244,29 +232,18 @@ def _upload(
     def piece() -> None:
         last[0] = time.monotonic()
 
-    timeout = timeout_s()
-    try:
-        within(
-            lambda: store.put_file(path, key, transferred(piece)),
-            timeout,
-            "fast_tfds-publish",
-            progress=lambda: last[0],
-        )
-    except NoAnswer:
-        raise _no_answer(f"uploading {url}", timeout, store, url) from None
-    except Exception as error:  # noqa: BLE001  (one line: what the store said)
-        raise PublishError(
-            f"{url}: the store refused the write ({said_of(error)}); check that these "
-            "credentials may write there"
-        ) from None
+    def put() -> None:
+        store.put_file(path, key, transferred(piece))
+
+    _asked(store, put, f"uploading {url}", url, refused="the write", progress=lambda: last[0])
 
     def info():
         client = store.client()
         client.invalidate_cache(key)
         return client.info(key)
 
-    entry = _answered(info, f"checking {url}", store, url)
-    if not _holds(store, entry, folder, name, local):
+    entry = _asked(store, info, f"checking {url}", url)
+    if not _holds(store, entry, path, local[name]):
         raise PublishError(
             f"{url}: once uploaded, the store holds {entry.get('size')} bytes (checksum "
             f"{store.checksum(key, entry)}), not those of {path} ({local[name][0]} bytes, "
@@ -278,48 +255,47 @@ def _upload(
 def _read_back(store: ObjectStore, key: str, path: str) -> bool:
     """Whether object `key` holds the bytes of local file `path` (for a store that keeps
     no checksum): both hashed as they stream."""
-    digests = []
-    for opener in (lambda: store.client().open(key, "rb"), lambda: open(path, "rb")):
-        digest = hashlib.sha256()
-        with opener() as f:
-            while piece := f.read(1 << 22):
-                digest.update(piece)
-        digests.append(digest.digest())
+    with store.client().open(key, "rb") as remote, open(path, "rb") as f:
+        digests = [hashlib.file_digest(opened, "sha256").digest() for opened in (remote, f)]
     return digests[0] == digests[1]
 
 
 def _delete(store: ObjectStore, url: str) -> None:
+    def remove() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            store.client().rm_file(store.key(url))
+
+    _asked(store, remove, f"removing {url}", url, refused="to remove it")
+
+
+def _asked(
+    store: ObjectStore,
+    call: Callable[[], Any],
+    what: str,
+    url: str,
+    *,
+    refused: str | None = None,
+    progress: Callable[[], float] | None = None,
+) -> Any:
+    """`call()` within the read timeout (without progress, where `progress` says when it
+    last made some), a failure as one line: what the store said, and where it `refused`
+    a write (the write, to remove it), that these credentials may not write there."""
     timeout = timeout_s()
     try:
-        within(lambda: store.client().rm_file(store.key(url)), timeout, "fast_tfds-publish")
-    except FileNotFoundError:
-        pass
+        return within(call, timeout, "fast_tfds-publish", progress=progress)
     except NoAnswer:
-        raise _no_answer(f"removing {url}", timeout, store, url) from None
-    except Exception as error:  # noqa: BLE001  (one line: what the store said)
         raise PublishError(
-            f"{url}: the store refused to remove it ({said_of(error)}); check that these "
-            "credentials may write there"
+            f"{what}: no answer within {timeout:g} s (the store is unreachable or too slow); "
+            f"check that it can be reached from here (`{store.check_command(url)}`), or allow "
+            f"a slow store more time with {TIMEOUT_ENV}=SECONDS"
         ) from None
-
-
-def _answered(call, what: str, store: ObjectStore, url: str):
-    """`call()` within the read timeout, a failure as one line."""
-    timeout = timeout_s()
-    try:
-        return within(call, timeout, "fast_tfds-publish")
-    except NoAnswer:
-        raise _no_answer(what, timeout, store, url) from None
     except Exception as error:  # noqa: BLE001  (one line: what the store said)
+        if refused is not None:
+            raise PublishError(
+                f"{url}: the store refused {refused} ({said_of(error)}); check that these "
+                "credentials may write there"
+            ) from None
         raise PublishError(
             f"{what} failed ({said_of(error)}); check that it can be read from here "
             f"(`{store.check_command(url)}`)"
         ) from None
-
-
-def _no_answer(what: str, timeout: float, store: ObjectStore, url: str) -> PublishError:
-    return PublishError(
-        f"{what}: no answer within {timeout:g} s (the store is unreachable or too slow); "
-        f"check that it can be reached from here (`{store.check_command(url)}`), or allow "
-        f"a slow store more time with {TIMEOUT_ENV}=SECONDS"
-    )

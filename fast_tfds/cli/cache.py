@@ -26,13 +26,13 @@ so), whatever the options.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 from fast_tfds.cache import disk_rows, housekeeping, persistent_format, tf_file_listing
 from fast_tfds.cache.housekeeping import age_text, size_text
+from fast_tfds.cli.parsers import documented_command
 
 
 def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, bool]]:
@@ -114,12 +114,7 @@ def clean_command(args, out=None) -> int:
 
 def add_command(commands) -> None:
     """Adds `cache list|clean` to the fast-tfds command-line parser."""
-    p = commands.add_parser(
-        "cache",
-        help="list or clean the reader's caches on disk",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = documented_command(commands, "cache", __doc__, "list or clean the reader's caches on disk")
     actions = p.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the caches in DIR")
     listing.add_argument("folder", nargs="?", metavar="DIR")

@@ -1,14 +1,13 @@
-"""What the `fast-tfds` commands' parsers share (a module of its own: `fast_tfds.cli`
-imports every command's module)."""
+"""What the `fast-tfds` commands' parsers share."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def documented_parser(commands, name: str, doc: str, **options) -> argparse.ArgumentParser:
-    """The parser of `fast-tfds NAME`, whose --help prints `doc` (its module's docstring) as
-    written; `options` go to `add_parser` (its `help`)."""
+def documented_command(commands, name: str, doc: str | None, help: str) -> argparse.ArgumentParser:
+    """Command `name`'s parser (`help`: its line in `fast-tfds --help`), whose own --help
+    shows `doc`, its module's docstring, with the docstring's line breaks kept."""
     return commands.add_parser(
-        name, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **options
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fast_tfds.cli.parsers import documented_command
+
 
 def add_command(commands) -> None:
     """Adds `publish` to the fast-tfds command-line parser."""
-    p = commands.add_parser(
-        "publish",
-        help="upload a built version folder to gs://, s3:// or az://, metadata last",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    what = "upload a built version folder to gs://, s3:// or az://, metadata last"
+    p = documented_command(commands, "publish", __doc__, what)
     p.add_argument("folder", metavar="DATASET_VERSION_DIR", help="the built version folder")
     p.add_argument(
         "url",

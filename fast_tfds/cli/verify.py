@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from fast_tfds.cli.parsers import documented_parser
+from fast_tfds.cli.parsers import documented_command
 
 INFO_FILE = "dataset_info.json"
 INCOMPLETE = re.compile(r"^incomplete\.[A-Za-z0-9]+_")
@@ -189,11 +189,7 @@ def print_report(report: Report, out=None) -> int:
 
 def add_command(commands) -> None:
     """Adds `verify` to the fast-tfds command-line parser."""
-    p = documented_parser(
-        commands,
-        "verify",
-        __doc__,
-        help="check built datasets: every shard present, every record intact, counts right",
-    )
+    what = "check built datasets: every shard present, every record intact, counts right"
+    p = documented_command(commands, "verify", __doc__, what)
     p.add_argument("paths", nargs="+", metavar="PATH", help="data dir, dataset or version folder")
     p.set_defaults(run=lambda args: sys.exit(print_report(verify_paths(args.paths))))

@@ -45,9 +45,9 @@ def load_builder(
       file_format: what a build writes ('array_record' for the Grain loader);
         None for TFDS's default (TFRecord).
       copy_metadata: how a version folder in an object store is read (the readers pass
-        `fast_tfds.cache.remote.metadata.copy`; `core` imports nothing of `cache`): its
-        metadata copied to a local folder, which it gives, or None where TFDS reads the
-        folder itself; FileNotFoundError where the folder holds no build.
+        `fast_tfds.cache.remote.opening.copy_metadata`; `core` imports nothing of
+        `cache`): its metadata copied to a local folder, which it gives, or None where
+        TFDS reads the folder itself; FileNotFoundError where the folder holds no build.
     """
     check_readable_location("data_dir", data_dir)
     check_readable_location("builder_dir", builder_dir)

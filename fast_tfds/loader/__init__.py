@@ -21,7 +21,7 @@ import os  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.augment import progressive  # noqa: E402
-from fast_tfds.cache.remote import metadata, opening  # noqa: E402
+from fast_tfds.cache.remote import opening  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import (  # noqa: E402
     DatasetNotBuilt,
@@ -99,7 +99,7 @@ def as_fast_loader(
             download_and_prepare=download_and_prepare,
             download_config=download_config,
             file_format="array_record",
-            copy_metadata=metadata.copy,
+            copy_metadata=opening.copy_metadata,
         )
         source = split_source(builder, split)
         hook.check(builder.info.features, settings)

@@ -12,7 +12,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache.remote import metadata, opening
+from fast_tfds.cache.remote import opening
 from fast_tfds.core import dataset_hooks
 from fast_tfds.core.builder_lookup import load_builder, version_folder
 from fast_tfds.read import plans
@@ -58,7 +58,7 @@ def as_fast_dataset(
             builder_dir=builder_dir,
             download_and_prepare=download_and_prepare,
             download_config=download_config,
-            copy_metadata=metadata.copy,
+            copy_metadata=opening.copy_metadata,
         )
         return _read_with_hook(name, builder, split, options)
 

@@ -10,7 +10,12 @@ import threading
 import pytest
 
 from fast_tfds.cache.remote import object_stores, opening
-from fast_tfds.cache.remote.object_stores import GCS, NotKeyed, fingerprints, timeout_s
+from fast_tfds.cache.remote.object_stores import (
+    NotKeyed,
+    ObjectStore,
+    fingerprints,
+    timeout_s,
+)
 
 FOLDER = "gs://bucket/data/ds/224/1.0.0"
 FILES = [f"{FOLDER}/ds-train.tfrecord-{k:05d}-of-00002" for k in range(2)]
@@ -48,7 +53,7 @@ def listed(monkeypatch):
             {"name": f"{FOLDER.removeprefix('gs://')}/sub", "type": "directory"},
         ]
     )
-    monkeypatch.setattr(GCS, "client", lambda self: fake)
+    monkeypatch.setattr(ObjectStore, "client", lambda self: fake)
     return fake
 
 

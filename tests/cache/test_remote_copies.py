@@ -14,7 +14,7 @@ import pytest
 
 from fast_tfds.cache.remote import copies as remote_copies
 from fast_tfds.cache.remote.copies import ObjectCopies
-from fast_tfds.cache.remote.object_stores import GCS, BucketReadError
+from fast_tfds.cache.remote.object_stores import BucketReadError, ObjectStore
 
 # Every wait here is bounded; generous, for a busy machine.
 WAIT_S = 60
@@ -68,7 +68,7 @@ class FakeBucket:
 @pytest.fixture
 def bucket(monkeypatch, tmp_path):
     fake = FakeBucket()
-    monkeypatch.setattr(GCS, "client", lambda self: fake)
+    monkeypatch.setattr(ObjectStore, "client", lambda self: fake)
     monkeypatch.setenv("TMPDIR", os.fspath(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR is read again
     return fake

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fast_tfds.cache.remote import opening
-from fast_tfds.cache.remote.object_stores import GCS
+from fast_tfds.cache.remote.object_stores import ObjectStore
 from fast_tfds.cache.remote.opening import shard_objects
 from tests.cache.test_remote_copies import WAIT_S, FakeBucket
 
@@ -41,7 +41,7 @@ class ListedBucket(FakeBucket):
 @pytest.fixture
 def bucket(monkeypatch, tmp_path):
     fake = ListedBucket([*reversed(SHARDS), *OTHERS])
-    monkeypatch.setattr(GCS, "client", lambda self: fake)
+    monkeypatch.setattr(ObjectStore, "client", lambda self: fake)
     monkeypatch.setenv("TMPDIR", os.fspath(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR is read again
     return fake

@@ -35,14 +35,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any
 
-from fast_tfds.cache.remote.object_stores import (
-    BucketReadError,
-    said_of,
-    store_of,
-    transferred,
-)
+from fast_tfds.cache.remote.object_stores import said_of, store_of, transferred
 
 # Copies at a time, per process: enough to keep a bucket's latency hidden, few enough
 # that one slow copy does not starve the reads of the shards it holds.
@@ -52,15 +49,6 @@ FOLDER_PREFIX = "fast_tfds-shards-"
 
 class CopiesClosed(Exception):
     """Raised in a copy's download when its `ObjectCopies` was closed (it stops there)."""
-
-
-class _Copy:
-    """One object's copy: started once per process, waited for by its readers."""
-
-    def __init__(self):
-        self.done = threading.Event()
-        self.value: Any = None  # the local path, or what `opener` made of it
-        self.error: BucketReadError | None = None
 
 
 class ObjectCopies:
@@ -94,7 +82,9 @@ class ObjectCopies:
     def _local(self) -> None:
         """What each process has of its own: its copies in flight."""
         self._lock = threading.Lock()
-        self._copies: dict[int, _Copy] = {}
+        # Each object's copy, started once per process: its local path (or what `opener`
+        # made of it), or the `BucketReadError` that its readers raise.
+        self._copies: dict[int, Future] = {}
         self._queue: collections.deque[int] = collections.deque()
         self._ahead: collections.deque[int] = collections.deque()  # after `_queue`
         self._workers = 0
@@ -125,7 +115,7 @@ class ObjectCopies:
                 self._remover = weakref.finalize(self, remove_owned, self.folder, self._owner)
             return self.folder
 
-    def start(self, k: int, *, ahead: bool = False) -> _Copy:
+    def start(self, k: int, *, ahead: bool = False) -> Future:
         """File k's copy, asked for once: it starts when fewer than PARALLEL_COPIES run,
         after every copy asked for before it. `ahead`: after every copy asked for without
         it, too (one asked for ahead, then by a reader, moves to the reader's turn)."""
@@ -135,12 +125,11 @@ class ObjectCopies:
                 self._ahead.remove(k)
                 self._queue.append(k)
             if copy is None and self._closed:
-                copy = self._copies[k] = _Copy()
-                copy.error = self.store.read_failed(self.files[k], "its copies were dropped")
-                copy.done.set()
+                copy = self._copies[k] = Future()
+                copy.set_exception(self.store.read_failed(self.files[k], "its copies were dropped"))
             if copy is None:
                 self._progress = time.monotonic()  # a wait starts now, not at the last copy
-                copy = self._copies[k] = _Copy()
+                copy = self._copies[k] = Future()
                 (self._ahead if ahead else self._queue).append(k)
                 if self._workers < PARALLEL_COPIES:
                     self._workers += 1
@@ -151,19 +140,17 @@ class ObjectCopies:
                     ).start()
         return copy
 
-    def wait(self, k: int, copy: _Copy | None = None) -> Any:
+    def wait(self, k: int, copy: Future | None = None) -> Any:
         """File k's local path (or what `opener` made of it), its copy started if it was
         not; BucketReadError once no copy has made progress for `timeout_s`, or where
         the copy failed."""
         copy = copy or self.start(k)
-        while not copy.done.is_set():
+        while not copy.done():
             left = self._progress + self.timeout_s - time.monotonic()
             if left <= 0:
                 raise self.store.gave_nothing(self.files[k], self.timeout_s) from None
-            copy.done.wait(min(left, 1.0))
-        if copy.error is not None:
-            raise copy.error
-        return copy.value
+            futures.wait([copy], min(left, 1.0))
+        return copy.result()
 
     def close(self) -> None:
         """Drops the copies (those no reader took, see `opening`): the queued ones never
@@ -174,9 +161,8 @@ class ObjectCopies:
             self._queue.clear()
             self._ahead.clear()
         for k in dropped:
-            copy = self._copies[k]
-            copy.error = self.store.read_failed(self.files[k], "its copies were dropped")
-            copy.done.set()
+            dropped_error = self.store.read_failed(self.files[k], "its copies were dropped")
+            self._copies[k].set_exception(dropped_error)
         if self._remover is not None:
             self._remover()
 
@@ -201,7 +187,7 @@ class ObjectCopies:
             raise CopiesClosed("dropped")  # the client stops the download here
         self._progress = time.monotonic()
 
-    def _copy(self, k: int, copy: _Copy) -> None:
+    def _copy(self, k: int, copy: Future) -> None:
         path = self.files[k]
         try:
             local = os.path.join(self.ensure_folder(), f"{k:05d}-{os.path.basename(path)}")
@@ -214,16 +200,14 @@ class ObjectCopies:
                 finally:
                     if os.path.exists(partial):
                         os.remove(partial)
-            copy.value = local if self.opener is None else self.opener(local)
+            copy.set_result(local if self.opener is None else self.opener(local))
         except OSError as error:
             if error.errno == errno.ENOSPC:
-                copy.error = self.store.no_room(path, self.folder or tempfile.gettempdir())
+                copy.set_exception(self.store.no_room(path, self.folder or tempfile.gettempdir()))
             else:
-                copy.error = self.store.read_failed(path, said_of(error))
+                copy.set_exception(self.store.read_failed(path, said_of(error)))
         except BaseException as error:  # noqa: BLE001  (raised in the readers)
-            copy.error = self.store.read_failed(path, said_of(error))
-        finally:
-            copy.done.set()
+            copy.set_exception(self.store.read_failed(path, said_of(error)))
 
 
 def remove_owned(folder: str, owner: int) -> None:

@@ -3,7 +3,7 @@ store holds a url, its fsspec client, its listing and what identifies an object'
 long a read from it may wait, and the one-line errors of a read that fails.
 
 `ObjectStore` is what a store must say; `GCS` (gcsfs, the `[gcs]` extra), `S3` (s3fs,
-`[s3]`) and `Azure` (adlfs, `[azure]`) are one subclass each in `STORES`: the copies, the
+`[s3]`) and `AZURE` (adlfs, `[azure]`) are one row each of it in `STORES`: the copies, the
 openings, the builder's metadata and the persistent cache's keys are written against
 `ObjectStore` alone. Each client finds the store's usual credentials itself (environment,
 profile, managed identity); no argument of ours carries them.
@@ -16,15 +16,15 @@ included, is a few tenths of a second, and a reader that opens a dataset asks th
 
 from __future__ import annotations
 
-import abc
 import base64
+import dataclasses
 import hashlib
 import importlib.util
 import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 # How long a read from a bucket (a copy, a record, a listing), or an upload to it (`fast-tfds
 # publish`), may wait without progress before it gives up: gcsfs and array_record's client
@@ -122,77 +122,97 @@ def transferred(piece: Callable[[], None]) -> Any:
     return Transferred()
 
 
-class ObjectStore(abc.ABC):
-    """An object store the readers read builds from, over its fsspec client.
+@dataclasses.dataclass(frozen=True)
+class ObjectStore:
+    """An object store the readers read builds from, over its fsspec client: one row of
+    `STORES`, what differs between stores held as data, the rest written once below.
 
-    Each store says what its urls' scheme is (`scheme`, also fsspec's protocol for its
+    A row says what a store's urls' scheme is (`scheme`, also fsspec's protocol for its
     client), which package gives the client and which of our extras installs it
-    (`package`, `extra`), what identifies an object's content (`fingerprint`), how a user
-    checks that an object can be read (`check_command`), whether TensorFlow reads it too
-    (`tensorflow_reads`), and how one object is copied whole where the client's own copy
-    is not one request (`get_file`). Publishing a build (`fast_tfds.building.publishing`)
-    also needs how a file is uploaded whole (`put_file`) and the checksum the store
-    computes of an object's bytes (`checksum`, `local_checksum`). The rest is the same for
-    every store.
+    (`package`, `extra`), what identifies an object's content (`content`, see
+    `fingerprint`), how a user checks that an object can be read (`check`), whether
+    TensorFlow reads it too (`tensorflow_reads`), and what its client is told when one
+    object is copied whole (`get_options`) or uploaded whole (`put_options`). Publishing a
+    build (`fast_tfds.building.publishing`) also needs the checksum the store computes of
+    an object's bytes (`stored_checksum`, `digest`: `checksum`, `local_checksum`).
     """
 
-    scheme: ClassVar[str]  # 'gs': urls are gs://bucket/path
-    package: ClassVar[str]  # the module of the fsspec client: 'gcsfs'
-    extra: ClassVar[str]  # this package's extra that installs the client: 'gcs'
+    scheme: str  # 'gs': urls are gs://bucket/path
+    package: str  # the module of the fsspec client: 'gcsfs'
+    extra: str  # this package's extra that installs the client: 'gcs'
+    # The fields of a detailed listing's entry that identify an object's content, after
+    # its size: the first one required (quotes stripped: an ETag comes quoted), the
+    # others as the store gives them.
+    content: tuple[str, ...]
+    # A command that shows whether an object can be read from here (errors quote it), of
+    # the object's {url}, or of its {bucket} (container) and {path} in it.
+    check: str
+    # How an object's checksum is had (from its listing entry, or asked of the store;
+    # None where the store keeps none: a publisher then reads the object back), and the
+    # digest of a local file that gives the same checksum once it is uploaded.
+    stored_checksum: Callable[[ObjectStore, str, dict[str, Any]], str | None]
+    digest: Callable[[], Any] | None
     # Whether TensorFlow's own file systems read it (gs:// only: TensorFlow's S3 support
     # went to tensorflow-io, which does not load on TensorFlow 2.18+, and it never had
     # Azure's): where it does not, the client is needed for every read, and what only
     # TensorFlow reads (the tf.data service's workers, a file cache) cannot be there.
-    tensorflow_reads: ClassVar[bool] = False
+    tensorflow_reads: bool = False
+    # What the store is called in a message that its listing gave too little.
+    noun: str = "store"
+    get_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    put_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def install(self) -> str:
         """What a message tells a user to run to get the client."""
         return f"pip install 'fast-image-tfds[{self.extra}]'"
 
-    @abc.abstractmethod
     def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
         """[url, size, ...what identifies the content] of the object `url`, from its
         entry in a detailed listing: what a persistent cache's key holds of it, which
         changes whenever the object is rewritten. `NotKeyed` where the store gave too
         little."""
+        first, *more = self.content
+        identity, size = entry.get(first), entry.get("size")
+        if identity in (None, "") or size is None:
+            raise NotKeyed(f"the {self.noun} gave no {first} or size for {url}")
+        return [url, int(size), str(identity).strip('"'), *(entry.get(f) for f in more)]
 
-    @abc.abstractmethod
     def check_command(self, url: str) -> str:
         """A command that shows whether `url` can be read from here (errors quote it)."""
+        bucket, _, path = self.key(url).partition("/")
+        return self.check.format(url=url, bucket=bucket, path=path)
 
     def get_file(self, key: str, local: str, callback: Any) -> None:
         """Object `key` (its url without the scheme) copied whole to the local file
         `local`, in one streamed request; fsspec's `callback` is told of each piece."""
-        self.client().get_file(key, local, callback=callback)
+        self.client().get_file(key, local, callback=callback, **self.get_options)
 
-    def needs_client(self, url: str) -> ImportError | None:
-        """The one-line error of a read of `url` that cannot be made here: the client is
-        not installed and TensorFlow cannot read the store either; else None."""
-        if self.tensorflow_reads or self.installed():
-            return None
-        return ImportError(
-            f"{url}: reading {self.scheme}:// needs {self.package}, which is not installed "
-            f"(`{self.install}`)"
-        )
-
-    @abc.abstractmethod
     def put_file(self, local: str, key: str, callback: Any) -> None:
         """The local file `local` uploaded whole as object `key`, replacing any: a reader
         sees the old object or the new one, never part of one; fsspec's `callback` is told
         of each piece. Where the store computes a checksum only when asked at upload, this
         asks for the one `checksum` reads."""
+        self.client().put_file(local, key, callback=callback, **self.put_options)
 
-    @abc.abstractmethod
     def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
         """The checksum the store computed of object `key`'s bytes, from its entry in a
         detailed listing (`entry`), or asked of the store where the listing lacks it;
         None where the store keeps none (a publisher then reads the object back)."""
+        return self.stored_checksum(self, key, entry)
 
-    @abc.abstractmethod
     def local_checksum(self, local: str) -> str | None:
         """What `checksum` would give of the local file `local` once uploaded (None where
         it gives None): equal checksums and sizes mean the object holds the file."""
+        if self.digest is None:
+            return None
+        # Read in pieces: google_crc32c's `update` takes bytes, not the memoryview that
+        # `hashlib.file_digest` gives it.
+        digest = self.digest()
+        with open(local, "rb") as f:
+            while piece := f.read(1 << 22):
+                digest.update(piece)
+        return base64.b64encode(digest.digest()).decode("ascii")
 
     def client(self) -> Any:
         """The fsspec client (fsspec's shared instance in this process); ImportError where
@@ -214,15 +234,17 @@ class ObjectStore(abc.ABC):
     def url(self, key: str) -> str:
         return f"{self.scheme}://{key}"
 
-    def listing(self, folder: str) -> list[dict[str, Any]]:
-        """The client's detailed listing of `folder` (a url), asked of the store anew: a
-        listing must see a rewrite made since the process last looked, and the client
-        keeps none of it for later calls (TFDS's, through the same client, included)."""
+    def listing(self, folder: str) -> dict[str, dict[str, Any]]:
+        """{name: entry} of the files (objects) in `folder` (a url), from the client's
+        detailed listing, asked of the store anew: a listing must see a rewrite made since
+        the process last looked, and the client keeps none of it for later calls (TFDS's,
+        through the same client, included). FileNotFoundError where there is no folder."""
         client, key = self.client(), self.key(folder.rstrip("/"))
         try:
-            return client.ls(key, detail=True, refresh=True)
+            listed = client.ls(key, detail=True, refresh=True)
         finally:
             client.invalidate_cache(key)
+        return {e["name"].rsplit("/", 1)[-1]: e for e in listed if e.get("type") == "file"}
 
     def gave_nothing(self, url: str, timeout: float) -> BucketReadError:
         return BucketReadError(
@@ -246,124 +268,81 @@ class ObjectStore(abc.ABC):
         )
 
 
-class GCS(ObjectStore):
-    """Google Cloud Storage through gcsfs. An object's generation changes whenever it is
-    rewritten (and its new bytes get a new CRC32C), so a key made of them changes
-    whenever a shard does, as a local file's size and modification time do."""
+def _crc32c() -> Any:
+    # google-crc32c comes with gcsfs (through google-cloud-storage), in C.
+    import google_crc32c
 
-    scheme = "gs"
-    package = "gcsfs"
-    extra = "gcs"
-    tensorflow_reads = True
-
-    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
-        generation, size = entry.get("generation"), entry.get("size")
-        if generation in (None, "") or size is None:
-            raise NotKeyed(f"the bucket gave no generation or size for {url}")
-        return [url, int(size), str(generation), entry.get("crc32c")]
-
-    def check_command(self, url: str) -> str:
-        return f"gcloud storage ls -l {url}"
-
-    def get_file(self, key: str, local: str, callback: Any) -> None:
-        # One streamed GET, with no metadata request.
-        self.client().get_file(key, local, callback=callback, concurrency=1)
-
-    def put_file(self, local: str, key: str, callback: Any) -> None:
-        # A file under gcsfs's chunk size (50 MiB) goes in one request; a larger one, as a
-        # resumable upload that GCS makes an object of only once all of it is there.
-        self.client().put_file(local, key, callback=callback)
-
-    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
-        # GCS computes the CRC32C of every object it stores, and lists it (base64).
-        return entry.get("crc32c")
-
-    def local_checksum(self, local: str) -> str | None:
-        # google-crc32c comes with gcsfs (through google-cloud-storage), in C.
-        import google_crc32c
-
-        return _file_digest(local, google_crc32c.Checksum)
+    return google_crc32c.Checksum()
 
 
-class S3(ObjectStore):
-    """Amazon S3 (or an S3-compatible store: MinIO, R2, Ceph; AWS_ENDPOINT_URL names it)
-    through s3fs. An object's ETag is its content's MD5 (or, uploaded in parts, the parts')
-    and changes whenever it is rewritten with other bytes; with the size it keys the
-    object's content (a rewrite with the same bytes is the same content)."""
-
-    scheme = "s3"
-    package = "s3fs"
-    extra = "s3"
-
-    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
-        return _size_and_etag(url, entry, "ETag")
-
-    def check_command(self, url: str) -> str:
-        return f"aws s3 ls {url}"
-
-    def put_file(self, local: str, key: str, callback: Any) -> None:
-        # S3 keeps a SHA-256 of an object only when asked for one at its upload.
-        self.client().put_file(local, key, callback=callback, ChecksumAlgorithm="SHA256")
-
-    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
-        # A listing does not carry it: one HEAD that asks for it. An object uploaded in
-        # parts has a checksum of its parts' checksums ("...-N"), not the file's.
-        bucket, _, path = key.partition("/")
-        head = self.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
-        value = head.get("ChecksumSHA256")
-        return value if value and "-" not in value else None
-
-    def local_checksum(self, local: str) -> str | None:
-        return _file_digest(local, hashlib.sha256)
+def _listed_crc32c(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+    # GCS computes the CRC32C of every object it stores, and lists it (base64).
+    return entry.get("crc32c")
 
 
-class Azure(ObjectStore):
-    """Azure Blob Storage through adlfs (az://CONTAINER/PATH; the account comes with the
-    credentials: AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_CONNECTION_STRING, ...). A
-    blob's ETag changes with every write of it."""
-
-    scheme = "az"
-    package = "adlfs"
-    extra = "azure"
-
-    def fingerprint(self, url: str, entry: dict[str, Any]) -> list:
-        return _size_and_etag(url, entry, "etag")
-
-    def check_command(self, url: str) -> str:
-        container, _, path = self.key(url).partition("/")
-        return f"az storage blob list --container-name {container} --prefix {path}"
-
-    def put_file(self, local: str, key: str, callback: Any) -> None:
-        self.client().put_file(local, key, overwrite=True, callback=callback)
-
-    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
-        # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
-        # single-put size); a blob put in blocks has none.
-        md5 = (entry.get("content_settings") or {}).get("content_md5")
-        return base64.b64encode(bytes(md5)).decode("ascii") if md5 else None
-
-    def local_checksum(self, local: str) -> str | None:
-        return _file_digest(local, hashlib.md5)
+def _asked_sha256(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+    # S3 keeps a SHA-256 of an object only when asked for one at its upload, and a listing
+    # does not carry it: one HEAD that asks for it. An object uploaded in parts has a
+    # checksum of its parts' checksums ("...-N"), not the file's.
+    bucket, _, path = key.partition("/")
+    head = store.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
+    value = head.get("ChecksumSHA256")
+    return value if value and "-" not in value else None
 
 
-def _file_digest(local: str, kind: Callable[[], Any]) -> str:
-    """A local file's digest (`hashlib.sha256`, `md5`, `google_crc32c.Checksum`: anything
-    with `update` and `digest`), base64 as the stores give theirs."""
-    digest = kind()
-    with open(local, "rb") as f:
-        while piece := f.read(1 << 22):
-            digest.update(piece)
-    return base64.b64encode(digest.digest()).decode("ascii")
+def _listed_md5(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+    # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
+    # single-put size); a blob put in blocks has none.
+    md5 = (entry.get("content_settings") or {}).get("content_md5")
+    return base64.b64encode(bytes(md5)).decode("ascii") if md5 else None
 
 
-def _size_and_etag(url: str, entry: dict[str, Any], field: str) -> list:
-    etag, size = entry.get(field), entry.get("size")
-    if not etag or size is None:
-        raise NotKeyed(f"the store gave no {field} or size for {url}")
-    return [url, int(size), str(etag).strip('"')]
-
-
-STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS(), S3(), Azure())}
+# Google Cloud Storage through gcsfs. An object's generation changes whenever it is
+# rewritten (and its new bytes get a new CRC32C), so a key made of them changes whenever a
+# shard does, as a local file's size and modification time do. A copy is one streamed GET
+# with no metadata request (`concurrency=1`); a file under gcsfs's chunk size (50 MiB) is
+# uploaded in one request, a larger one as a resumable upload that GCS makes an object of
+# only once all of it is there.
+GCS = ObjectStore(
+    scheme="gs",
+    package="gcsfs",
+    extra="gcs",
+    content=("generation", "crc32c"),
+    check="gcloud storage ls -l {url}",
+    stored_checksum=_listed_crc32c,
+    digest=_crc32c,
+    tensorflow_reads=True,
+    noun="bucket",
+    get_options={"concurrency": 1},
+)
+# Amazon S3 (or an S3-compatible store: MinIO, R2, Ceph; AWS_ENDPOINT_URL names it) through
+# s3fs. An object's ETag is its content's MD5 (or, uploaded in parts, the parts') and
+# changes whenever it is rewritten with other bytes; with the size it keys the object's
+# content (a rewrite with the same bytes is the same content).
+S3 = ObjectStore(
+    scheme="s3",
+    package="s3fs",
+    extra="s3",
+    content=("ETag",),
+    check="aws s3 ls {url}",
+    stored_checksum=_asked_sha256,
+    digest=hashlib.sha256,
+    put_options={"ChecksumAlgorithm": "SHA256"},
+)
+# Azure Blob Storage through adlfs (az://CONTAINER/PATH; the account comes with the
+# credentials: AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_CONNECTION_STRING, ...). A blob's
+# ETag changes with every write of it.
+AZURE = ObjectStore(
+    scheme="az",
+    package="adlfs",
+    extra="azure",
+    content=("etag",),
+    check="az storage blob list --container-name {bucket} --prefix {path}",
+    stored_checksum=_listed_md5,
+    digest=hashlib.md5,
+    put_options={"overwrite": True},
+)
+STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS, S3, AZURE)}
 
 
 def is_remote(path: str) -> bool:
@@ -397,11 +376,9 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
         raise NotKeyed(f"listing {folder} gave no answer within {timeout:g} s") from None
     except Exception as error:  # noqa: BLE001  (one line for the log)
         raise NotKeyed(f"listing {folder} failed ({said_of(error)})") from None
-    found = []
-    for entry in listed:
-        if entry.get("type") != "file":
-            continue
-        url = store.url(entry["name"])
-        if keep(url.rsplit("/", 1)[-1]):
-            found.append(store.fingerprint(url, entry))
+    found = [
+        store.fingerprint(store.url(entry["name"]), entry)
+        for name, entry in listed.items()
+        if keep(name)
+    ]
     return sorted(found)

@@ -1,5 +1,6 @@
-"""The copies a reader reads (`copies`), and those started as a dataset in a bucket is
-opened, while its builder loads (`opening`).
+"""Opening a build in an object store: its metadata copied to a local folder, from which
+TFDS loads its builder (`copy_metadata`), and the copies a reader reads (`copies`), those
+started as the dataset is opened, while its builder loads (`opening`) included.
 
 Opening a build in a bucket first loads its builder: TFDS reads the metadata through
 etils, whose first access to a bucket checks whether it is a zonal one (an import and a
@@ -22,21 +23,43 @@ means no copies ahead.
 The readers ask for this only where a read surely reads every shard of the split (a
 whole split, not a persisted cache that may already hold it, ...): `read.reader` and
 `loader` decide.
+
+The metadata, for the builder (`core.builder_lookup.load_builder`): TFDS reads a version
+folder through etils, which reads a bucket through TensorFlow's file systems: gs:// only
+(TensorFlow's S3 support left for tensorflow-io, which does not load on TensorFlow 2.18+;
+it never read Azure), and switching etils to fsspec (EPATH_USE_TF) is process-wide. For
+the stores TensorFlow cannot read, the metadata (a few small files: dataset_info.json,
+features.json, a label file) is copied through the store's fsspec client into a temporary
+folder, the builder is loaded from that copy, and its splits then name the shard objects
+in the store, which the readers copy whole (`copies`). TFDS keeps reading gs:// builds
+itself.
+
+A folder without dataset_info.json is not built, or not published yet: a publisher
+uploads the metadata last, so a reader never opens a half-published build.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import logging
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fast_tfds.cache.remote.copies import ObjectCopies
-from fast_tfds.cache.remote.object_stores import ObjectStore, store_of, timeout_s
+from fast_tfds.cache.remote.copies import ObjectCopies, remove_owned
+from fast_tfds.cache.remote.object_stores import (
+    NoAnswer,
+    ObjectStore,
+    said_of,
+    store_of,
+    timeout_s,
+    within,
+)
 
 log = logging.getLogger("fast_tfds")
 
@@ -93,7 +116,9 @@ class _Opening:
 
     def _start(self, dataset, split, file_format, opener) -> None:
         try:
-            files = self._list(dataset, split, file_format)
+            # Imports the client here, not in the opening call.
+            names = shard_objects(self.store.listing(self.folder), dataset, split, file_format)
+            files = [f"{self.folder}/{n}" for n in names]
             with self._lock:
                 if self.closed or not files:
                     return
@@ -105,11 +130,6 @@ class _Opening:
             log.debug("fast_tfds: no shard copies ahead for %s: %r", self.folder, error)
         finally:
             self.listed.set()
-
-    def _list(self, dataset, split, file_format) -> list[str]:
-        # Imports the client here, not in the opening call.
-        names = [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self.store.listing(self.folder)]
-        return [f"{self.folder}/{n}" for n in shard_objects(names, dataset, split, file_format)]
 
     def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
         # The listing is one request, which the builder's loading (several, after etils'
@@ -198,3 +218,59 @@ def copies(
             )
         return None
     return take(files) or ObjectCopies(files, timeout_s(), opener=opener)
+
+
+# The shard files of a version folder, as TFDS names them
+# (`NAME-SPLIT.FORMAT-00003-of-00016`): every other file is metadata that TFDS may read to
+# open the build (features.json, *.labels.txt, metadata.json, ...), copied here.
+SHARD = re.compile(r".+-\d{5}-of-\d{5}")
+INFO = "dataset_info.json"  # a build is published once this is there
+PREFIX = "fast_tfds-metadata-"
+
+
+class NotPublished(FileNotFoundError):
+    """The folder in the store holds no build's metadata (one line)."""
+
+
+def copy_metadata(folder: str) -> str | None:
+    """A local folder holding the metadata files of version folder `folder` (a url), for
+    `tfds.builder_from_directory`; removed when the process ends. None where `folder` is
+    not in a store, or in one TensorFlow reads (gs://): TFDS reads it itself there, as it
+    always has (through TensorFlow, or gcsfs with EPATH_USE_TF=false), and a slow listing
+    is the persistent cache's to tell, not a failed opening. An ImportError naming the
+    extra where the client is missing; `NotPublished` where the folder has no
+    dataset_info.json; a one-line `BucketReadError` where the store does not answer."""
+    store = store_of(folder)
+    if store is None or store.tensorflow_reads:
+        return None
+    if not store.installed():  # and TensorFlow cannot read the store either
+        raise ImportError(
+            f"{folder}: reading {store.scheme}:// needs {store.package}, which is not "
+            f"installed (`{store.install}`)"
+        )
+    folder = folder.rstrip("/")
+    timeout = timeout_s()
+    try:
+        return within(lambda: _copy_metadata(store, folder), timeout, "fast_tfds-metadata-copy")
+    except NoAnswer:
+        raise store.gave_nothing(f"{folder}/{INFO}", timeout) from None
+    except (NotPublished, ImportError):
+        raise
+    except Exception as error:  # noqa: BLE001  (one line naming the folder)
+        raise store.read_failed(f"{folder}/{INFO}", said_of(error)) from None
+
+
+def _copy_metadata(store: ObjectStore, folder: str) -> str:
+    try:
+        listed = store.listing(folder)
+    except FileNotFoundError:
+        listed = {}
+    metadata = {n: entry for n, entry in listed.items() if not SHARD.fullmatch(n)}
+    if INFO not in metadata:
+        raise NotPublished(f"{folder} has no {INFO}")
+    local = tempfile.mkdtemp(prefix=PREFIX)
+    atexit.register(remove_owned, local, os.getpid())  # the builder reads it while it lives
+    client = store.client()
+    for name, entry in metadata.items():
+        client.get_file(entry["name"], os.path.join(local, name))
+    return local
