@@ -55,7 +55,7 @@ from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.store_opening import open_store
 from fast_tfds.cache.tf_file_cache import callable_identity
-from fast_tfds.core import aligned, dataset_hooks, jpeg_blocks, platform
+from fast_tfds.core import aligned, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
@@ -598,8 +598,8 @@ def pictures_origin(reading) -> stored_pictures.Origin:
     transform = reading.transform
     if transform is None:
         hook = {}
-    elif hasattr(transform, dataset_hooks.PERSIST_IDENTITY):
-        hook = getattr(transform, dataset_hooks.PERSIST_IDENTITY)
+    elif reading.hook_identity is not None:
+        hook = reading.hook_identity()
     else:
         hook = {"transform": callable_identity(transform)}
     return stored_pictures.Origin(
