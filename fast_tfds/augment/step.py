@@ -50,7 +50,7 @@ def serve_into(
     if _is_identity(pictures, augment, out):
         if len(slots) and not 0 <= slots.min() <= slots.max() < len(pictures):
             raise IndexError(f"slots {slots.min()}..{slots.max()} of a store of {len(pictures)}")
-        unwritten = slots[~pictures.images.written[slots]]
+        unwritten = slots[~pictures.written[slots]]
         if len(unwritten):
             raise ValueError(f"picture {int(unwritten[0])} of the cache is not written yet")
         # mode='clip': the default ('raise') writes through a temporary, twice the copy
@@ -58,10 +58,9 @@ def serve_into(
         np.take(pictures.rows(), slots, axis=0, out=out, mode="clip")
         return out
     drawn = windows_of(pictures, slots, augment, seed, epoch, indices, out.shape[1:3])
-    layout = pictures.images.layout
-    images = [pictures.images.image(int(s)) for s in slots]
-    scale_y = layout.heights[slots] / pictures.reference_heights[slots]
-    scale_x = layout.widths[slots] / pictures.reference_widths[slots]
+    images = [pictures.image(int(s)) for s in slots]
+    scale_y = pictures.heights[slots] / pictures.reference_heights[slots]
+    scale_x = pictures.widths[slots] / pictures.reference_widths[slots]
     return _cut_into(
         images, drawn, augment, seed, epoch, indices, out, scale_y, scale_x, num_threads
     )

@@ -196,9 +196,9 @@ class Store:
             return
         slots = np.asarray(slots, np.int64).ravel()
         if self.pictures is not None:
-            layout = self.pictures.images.layout
-            lengths = layout.heights[slots] * layout.widths[slots] * 3
-            self.backing.read_ahead(self.pictures.images.buffer, layout.offsets[slots], lengths)
+            pictures = self.pictures
+            lengths = pictures.heights[slots] * pictures.widths[slots] * 3
+            self.backing.read_ahead(pictures.buffer, pictures.offsets[slots], lengths)
             return
         for array in self.features.values():
             row_bytes = array.strides[0]
@@ -224,7 +224,7 @@ class Store:
             return False
         # Each swap is one reference, atomic for the threads that serve meanwhile.
         if self.pictures is not None:
-            self.pictures.images.buffer = new[PICTURES]
+            self.pictures.buffer = new[PICTURES]
         for name in self.features:
             self.features[name] = new[name]
         self.arrays = new  # The filled memory goes with its last batch.

@@ -82,7 +82,7 @@ def test_a_fill_stopped_early_is_completed_by_the_next_epoch(cats_data_dir, stor
     iterator = iter(ds)
     epoch(iterator, batches=2)  # A partial first epoch: the store is not complete.
     del iterator
-    written = made.store.pictures.images.written
+    written = made.store.pictures.written
     assert 0 < written.sum() < len(written), "the first epoch should have stopped mid-fill"
     stored["train"].check(epoch(ds))  # Fills the rest, serving every example once.
     assert made.store.filled

@@ -193,7 +193,7 @@ def test_crops_served_from_the_cache_match_those_of_the_full_decode(cats_data_di
                 assert np.mean(differences) <= 5 and max(differences) <= 14, differences
         if image_size == 64:
             cache = ds_cache(through_cache)
-            assert max(cache.pictures.images.layout.heights) == 74  # smaller than stored
+            assert max(cache.pictures.heights) == 74  # smaller than stored
 
 
 def test_the_cache_keeps_pictures_at_the_cache_resolution(cats_data_dir):
@@ -483,7 +483,7 @@ def test_a_disk_cache_is_laid_out_in_the_cache_dir(cats_data_dir, tmp_path):
     assert len(files) == sum(not a.dtype.hasobject for a in cache.store.arrays.values())
     assert sum(f.stat().st_size for f in files) == cache.nbytes
     one_epoch(ds)
-    assert cache.pictures.images.filled
+    assert cache.pictures.filled
 
 
 def ds_cache(ds):

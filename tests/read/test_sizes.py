@@ -166,7 +166,7 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     files = _arena_files(folder)  # Every column: the pixels, reference sizes and labels.
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
-    assert str(folder) in _mapping_of(made.pictures.images.buffer)
+    assert str(folder) in _mapping_of(made.pictures.buffer)
     assert made.store.reads_ahead
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
@@ -195,7 +195,7 @@ def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_pat
         truth["224"].check(epoch(ds), size=160)
     assert made.store.filled and not made.store.reads_ahead
     # Its pictures are anonymous memory of this process, not a mapped file.
-    assert _mapping_of(made.pictures.images.buffer) is None
+    assert _mapping_of(made.pictures.buffer) is None
     assert "memory-mapped file" not in caplog.text
     assert not folder.exists() or _arena_files(folder) == []
 
