@@ -53,7 +53,6 @@ from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
-from fast_tfds.cache.store_opening import open_store
 from fast_tfds.cache.tf_file_cache import callable_identity
 from fast_tfds.core import aligned, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
@@ -514,7 +513,7 @@ def make_cache(reading: Reading) -> StoreReads:
         " (augment cache)" if augment is not None else ""
     )
     stored = tuple(reading.features["image"].shape[:2])
-    cache = open_store(
+    cache = stores.open_store(
         slots.index,
         slots.slots,
         output_size=size,
