@@ -113,9 +113,6 @@ class Store:
         # complete persistent file, which a worker process maps again.
         self.reopen: tuple[Callable, tuple] | None = None
 
-    def __len__(self) -> int:
-        return len(self.written)
-
     def __reduce__(self):
         if self.reopen is None:
             raise TypeError(
@@ -127,6 +124,9 @@ class Store:
     @property
     def filled(self) -> bool:
         return self.written.filled
+
+    def __len__(self) -> int:
+        return len(self.written)
 
     def slots(self, indices) -> np.ndarray:
         indices = np.asarray(indices, np.int64)
@@ -214,6 +214,13 @@ class Store:
         for array in self.features.values():
             row_bytes = array.strides[0]
             self.backing.read_ahead(array, slots * row_bytes, np.full(len(slots), row_bytes))
+
+    def column(self, name: str) -> np.ndarray:
+        """The whole column `name` (a view): a feature, or of a picture table whose
+        pictures are all the output size, "image": the pictures as fixed rows."""
+        if self.pictures is not None and name == "image":
+            return self.pictures.rows()
+        return self.features[name]
 
     def rows_of(self, name: str, slots) -> np.ndarray:
         """Feature `name` of `slots` (a copy)."""
@@ -333,26 +340,13 @@ def live(key: int) -> Any:
     return _live[key]
 
 
-def find(key: int) -> Any:
-    """The cache of `key`, or None once its dataset is gone."""
-    return _live.get(key)
-
-
-def write(key: int, slots, *columns) -> np.int64:
-    """`Store.write` on the table of `key`; nothing once its dataset is gone (an iterator
-    that still runs has its batches all the same). Returns 0 (a value the graph can
-    depend on)."""
-    table = find(key)
-    if table is not None:
-        table.write(slots, *columns)
-    return np.int64(0)
-
-
-def read_ahead(key: int, slots) -> np.int64:
-    """`read_ahead` on the cache of `key`, if it is still alive; returns 0."""
-    cache = find(key)
+def if_alive(key: int, method: Callable, *args) -> np.int64:
+    """`method(cache, *args)` on the cache of `key` (a table's `write` or `read_ahead`);
+    nothing once its dataset is gone (an iterator that still runs has its batches all
+    the same). Returns 0 (a value the graph can depend on)."""
+    cache = _live.get(key)
     if cache is not None:
-        cache.read_ahead(slots)
+        method(cache, *args)
     return np.int64(0)
 
 

@@ -203,7 +203,7 @@ def test_the_cache_keeps_pictures_at_the_cache_resolution(cats_data_dir):
         "train",
         read_options(augment=Augment(), image_size=64, cache_shorter_side=50),
     )
-    cache = cached.make_cache(reading)
+    cache = cached.make_cache(reading, cached.cached_features(reading))
     examples = split_examples(cats_data_dir, config="original")
     sizes = [tf.io.decode_jpeg(ex["image"]).shape[:2] for ex in examples]
     np.testing.assert_array_equal(cache.pictures.reference_heights, [h for h, _ in sizes])
@@ -480,7 +480,7 @@ def test_a_disk_cache_is_laid_out_in_the_cache_dir(cats_data_dir, tmp_path):
     ds = read(cats_data_dir, cache=True, cache_budget=1, cache_dir=tmp_path)
     cache = ds_cache(ds)
     files = list(tmp_path.glob(f"{disk_rows.PREFIX}*"))  # One per column of numbers.
-    assert len(files) == sum(not a.dtype.hasobject for a in cache.store.arrays.values())
+    assert len(files) == sum(not a.dtype.hasobject for a in cache.arrays.values())
     assert sum(f.stat().st_size for f in files) == cache.nbytes
     one_epoch(ds)
     assert cache.pictures.filled
