@@ -53,8 +53,8 @@ def filled_cache(jpegs):
     sizes = [simplejpeg.decode_jpeg_header(j)[:2] for j in jpegs]
     cache = PictureCache(*zip(*sizes, strict=True), (224, 224), shorter_side=256)
     for i, jpeg in enumerate(jpegs):
-        jpeg_blocks.decode_resized_into(jpeg, cache.images.view(i))
-        cache.images.mark(i)
+        jpeg_blocks.decode_resized_into(jpeg, cache.view(i))
+        cache.mark(i)
     return cache
 
 

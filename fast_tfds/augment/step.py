@@ -48,7 +48,7 @@ def serve_into(
     if _is_identity(pictures, augment, out):
         if len(slots) and not 0 <= slots.min() <= slots.max() < len(pictures):
             raise IndexError(f"slots {slots.min()}..{slots.max()} of a store of {len(pictures)}")
-        unwritten = slots[~pictures.images.written[slots]]
+        unwritten = slots[~pictures.written[slots]]
         if len(unwritten):
             raise ValueError(f"picture {int(unwritten[0])} of the cache is not written yet")
         # mode='clip': the default ('raise') writes through a temporary, twice the copy
@@ -58,10 +58,9 @@ def serve_into(
     # The windows are drawn in the reference sizes, and scaled to the stored pictures'.
     heights, widths = pictures.reference_heights[slots], pictures.reference_widths[slots]
     drawn = windows.sample(augment, seed, epoch, indices, heights, widths, out.shape[1:3])
-    layout = pictures.images.layout
-    images = [pictures.images.image(int(s)) for s in slots]
-    scale_y = layout.heights[slots] / heights
-    scale_x = layout.widths[slots] / widths
+    images = [pictures.image(int(s)) for s in slots]
+    scale_y = pictures.heights[slots] / heights
+    scale_x = pictures.widths[slots] / widths
     return recipe.apply_into(
         images,
         augment,

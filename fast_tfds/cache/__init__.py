@@ -8,7 +8,7 @@
   elsewhere: a transform, the tf.data service) are both such tables. The serving step
   that cuts batches from a picture store is `fast_tfds.augment.step`;
   `fast_tfds.read.cached` wires tables into tf.data, `fast_tfds.loader.cached` into
-  Grain; `store_opening` opens a picture store the same way for both.
+  Grain; `store.open_store` opens a picture store the same way for both.
 - `memory`: where a table's columns live, one interface (`Backing`) for memory, rows on
   disk and the persistent file; anonymous memory by default.
 - Where its rows live: `memory_budget` finds what the process may use (cgroup limits,

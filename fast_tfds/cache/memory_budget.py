@@ -36,42 +36,33 @@ def available_memory(
     """The smallest of: `cache_budget` (if given), the cgroups' headroom, MemAvailable."""
     if cache_budget is not None:
         return MemoryBudget(int(cache_budget), f"cache_budget={cache_budget}")
-    candidates = [_cgroup_headroom(Path(proc), Path(cgroup_root)), _mem_available(Path(proc))]
-    known = [c for c in candidates if c is not None]
-    if not known:  # Not Linux, or /proc is hidden: nothing to go by but trust.
-        return MemoryBudget(1 << 62, "no limit found")
-    return min(known, key=lambda b: b.bytes)
+    known = _least([_cgroup_headroom(Path(proc), Path(cgroup_root)), _mem_available(Path(proc))])
+    # None: not Linux, or /proc is hidden: nothing to go by but trust.
+    return known or MemoryBudget(1 << 62, "no limit found")
+
+
+def _least(budgets: list[MemoryBudget | None]) -> MemoryBudget | None:
+    """The smallest of the budgets found (the first of equals), or None."""
+    return min(filter(None, budgets), key=lambda b: b.bytes, default=None)
 
 
 def _mem_available(proc: Path) -> MemoryBudget | None:
-    try:
-        for line in (proc / "meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return MemoryBudget(int(line.split()[1]) * 1024, "MemAvailable")
-    except OSError:
-        return None
+    for line in (_read(proc / "meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return MemoryBudget(int(line.split()[1]) * 1024, "MemAvailable")
     return None
 
 
 def _cgroup_headroom(proc: Path, root: Path) -> MemoryBudget | None:
     """The least headroom (limit - working set) over the process's cgroup and its parents."""
-    try:
-        lines = (proc / "self" / "cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    best = None
-    for line in lines:
+    found = []
+    for line in (_read(proc / "self" / "cgroup") or "").splitlines():
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # cgroup v2: one unified hierarchy.
-            found = [_level(level, *_V2) for level in _levels(root, path)]
+            found += [_level(level, *_V2) for level in _levels(root, path)]
         elif "memory" in controllers.split(","):
-            found = [_level(level, *_V1) for level in _levels(root / "memory", path)]
-        else:
-            continue
-        for headroom in filter(None, found):
-            if best is None or headroom.bytes < best.bytes:
-                best = headroom
-    return best
+            found += [_level(level, *_V1) for level in _levels(root / "memory", path)]
+    return _least(found)
 
 
 def _levels(mount: Path, path: str) -> list[Path]:

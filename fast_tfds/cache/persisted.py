@@ -5,7 +5,7 @@ run, of either back end, which then serves from its first epoch.
 
 The file's columns:
 
-    pictures           uint8, the store's buffer (`pictures.RaggedImages`), one row per byte
+    pictures           uint8, the store's buffer (`pictures.PictureCache`), one row per byte
     reference_heights  int64 per slot: the size windows are drawn in (stored picture,
     reference_widths   or the hook's window of it), so a served run needs no header pass
     feature/<name>     one row per slot, each kept feature (fixed shape, numeric)

@@ -62,36 +62,6 @@ def cache_size(height, width, shorter_side: int):
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class RaggedLayout:
-    """Where each picture lies: offsets (bytes), heights and widths, int64 [n]."""
-
-    offsets: np.ndarray
-    heights: np.ndarray
-    widths: np.ndarray
-
-    @classmethod
-    def of_sizes(cls, heights, widths) -> RaggedLayout:
-        heights = np.asarray(heights, np.int64).reshape(-1)
-        widths = np.asarray(widths, np.int64).reshape(-1)
-        if len(heights) != len(widths) or (len(heights) and min(heights.min(), widths.min()) < 1):
-            raise ValueError("heights and widths: one positive pair per picture")
-        sizes = heights * widths * 3
-        offsets = np.zeros(len(sizes), np.int64)
-        np.cumsum(sizes[:-1], out=offsets[1:])
-        return cls(offsets, heights, widths)
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    @property
-    def nbytes(self) -> int:
-        """The buffer's size: the pictures' pixel bytes, nothing else."""
-        if not len(self):
-            return 0
-        return int(self.offsets[-1] + self.heights[-1] * self.widths[-1] * 3)
-
-
 class Written:
     """Which slots of a table are written: one flag per slot (`flags`), and their count.
     A slot stays written: a fill that stops half-way leaves its slots served, and the
@@ -144,79 +114,21 @@ class PictureSizes:
         }
 
 
-class RaggedImages:
-    """The pictures of `layout` in one buffer, each written once (`put` or `view` +
-    `mark`), then read as [h, w, 3] views (`image`).
-
-    Which pictures are written is kept per picture, so a fill that stops half-way
-    (an iterator dropped in epoch 1) leaves the written ones served and the rest
-    decoded when they come again.
-
-    `buffer`: the pictures' memory (default: anonymous memory); `written`: which are
-    written (a table's, shared with its other columns; default: none yet).
-    """
-
-    def __init__(
-        self,
-        layout: RaggedLayout,
-        buffer: np.ndarray | None = None,
-        *,
-        written: Written | None = None,
-    ):
-        self.layout = layout
-        self.buffer = allocate_in_memory((layout.nbytes,), np.uint8) if buffer is None else buffer
-        if self.buffer.shape != (layout.nbytes,) or self.buffer.dtype != np.uint8:
-            raise ValueError(
-                f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
-                f"not uint8[{layout.nbytes}]"
-            )
-        self._written = Written(len(layout)) if written is None else written
-        self.written = self._written.flags
-
-    def __len__(self) -> int:
-        return len(self.layout)
-
-    @property
-    def nbytes(self) -> int:
-        return self.layout.nbytes
-
-    @property
-    def filled(self) -> bool:
-        """Whether every picture is written."""
-        return self._written.filled
-
-    def shape(self, i: int) -> tuple[int, int]:
-        return int(self.layout.heights[i]), int(self.layout.widths[i])
-
-    def view(self, i: int) -> np.ndarray:
-        """Picture i's place, [h, w, 3] uint8, for a decoder to write into."""
-        height, width = self.shape(i)
-        start = int(self.layout.offsets[i])
-        return self.buffer[start : start + height * width * 3].reshape(height, width, 3)
-
-    def mark(self, i: int) -> None:
-        """Picture i is written (after its pixels are in its view)."""
-        self._written.mark(i)
-
-    def put(self, i: int, picture: np.ndarray) -> None:
-        self.view(i)[...] = picture
-        self.mark(i)
-
-    def image(self, i: int) -> np.ndarray:
-        """Picture i, [h, w, 3] uint8 (a view: no copy)."""
-        if not self.written[i]:
-            raise ValueError(f"picture {i} of the cache is not written yet")
-        return self.view(i)
-
-
 class PictureCache:
-    """Pictures at the cache resolution, each with the size its windows are drawn in.
+    """Pictures at the cache resolution, each with the size its windows are drawn in, in
+    one buffer: each picture at its own offset (`offsets`, bytes), with its cached
+    `heights` and `widths`, written once (`put`, or `view` then `mark`), then read as
+    [h, w, 3] views (`image`).
 
     The reference size is the size of the picture the windows are drawn for (the
     stored image, or the part of it a dataset's hook keeps): windows are drawn in it,
     as they are when the JPEG itself is decoded, and scaled to the cached picture, so
     the same (seed, epoch, example) crops the same part of the picture from the cache
     and from the JPEG, and from either back end.
+
+    Which pictures are written is kept per picture, so a fill that stops half-way
+    (an iterator dropped in epoch 1) leaves the written ones served and the rest
+    decoded when they come again.
 
     Args:
       reference_heights, reference_widths: per slot, the size of the picture that
@@ -225,8 +137,9 @@ class PictureCache:
       shorter_side: the cached pictures' shorter side (aspect ratio kept, never
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
-      buffer, written: the pictures' memory, and whether it holds every picture (see
-        `RaggedImages`).
+      buffer: the pictures' memory (default: anonymous memory).
+      written: which are written (a table's, shared with its other columns; default:
+        none yet).
     """
 
     def __init__(
@@ -243,25 +156,63 @@ class PictureCache:
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
         self.output_size = tuple(output_size)
         self.shorter_side = shorter_side
-        heights, widths = cache_sizes(
-            self.reference_heights, self.reference_widths, output_size, shorter_side
-        )
-        self.images = RaggedImages(RaggedLayout.of_sizes(heights, widths), buffer, written=written)
+        given = (self.reference_heights, self.reference_widths)
+        if len(given[0]) != len(given[1]) or (len(given[0]) and min(map(np.min, given)) < 1):
+            raise ValueError("heights and widths: one positive pair per picture")
+        heights, widths = cache_sizes(*given, output_size, shorter_side)
+        self.heights, self.widths = heights, widths
+        sizes = heights * widths * 3
+        self.offsets = np.zeros(len(sizes), np.int64)
+        np.cumsum(sizes[:-1], out=self.offsets[1:])
+        # The buffer's size: the pictures' pixel bytes, nothing else.
+        self.nbytes = int(sizes.sum())
+        self.buffer = allocate_in_memory((self.nbytes,), np.uint8) if buffer is None else buffer
+        if self.buffer.shape != (self.nbytes,) or self.buffer.dtype != np.uint8:
+            raise ValueError(
+                f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
+                f"not uint8[{self.nbytes}]"
+            )
+        self._written = Written(len(heights)) if written is None else written
+        self.written = self._written.flags
 
     def __len__(self) -> int:
-        return len(self.images)
+        return len(self.offsets)
+
+    def shape(self, i: int) -> tuple[int, int]:
+        return int(self.heights[i]), int(self.widths[i])
+
+    def view(self, i: int) -> np.ndarray:
+        """Picture i's place, [h, w, 3] uint8, for a decoder to write into."""
+        height, width = self.shape(i)
+        start = int(self.offsets[i])
+        return self.buffer[start : start + height * width * 3].reshape(height, width, 3)
+
+    def mark(self, i: int) -> None:
+        """Picture i is written (after its pixels are in its view)."""
+        self._written.mark(i)
+
+    @property
+    def filled(self) -> bool:
+        """Whether every picture is written."""
+        return self._written.filled
+
+    def put(self, i: int, picture: np.ndarray) -> None:
+        self.view(i)[...] = picture
+        self.mark(i)
+
+    def image(self, i: int) -> np.ndarray:
+        """Picture i, [h, w, 3] uint8 (a view: no copy)."""
+        if not self.written[i]:
+            raise ValueError(f"picture {i} of the cache is not written yet")
+        return self.view(i)
 
     def fill(self, slot: int, jpeg: bytes, window: Window | None = None) -> None:
         """Decodes `jpeg` (cut to `window`, in the stored image's pixels: the part the
         reference size describes) into `slot` at the cache resolution, and marks it."""
-        place = self.images.view(slot)
+        place = self.view(slot)
         prefault(place)  # one system call, not a page fault per 4 KiB (`memory.prefault`)
         jpeg_blocks.decode_resized_into(jpeg, place, window)
-        self.images.mark(slot)
-
-    @property
-    def nbytes(self) -> int:
-        return self.images.nbytes
+        self.mark(slot)
 
     @property
     def uniform(self) -> bool:
@@ -273,7 +224,7 @@ class PictureCache:
         pictures are all the output size."""
         if not self.uniform:
             raise ValueError("the pictures of this store vary in size: it has no fixed rows")
-        return self.images.buffer.reshape(len(self), *self.output_size, 3)
+        return self.buffer.reshape(len(self), *self.output_size, 3)
 
 
 def cache_sizes(reference_heights, reference_widths, output_size, shorter_side):

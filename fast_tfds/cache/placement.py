@@ -20,15 +20,7 @@ from pathlib import Path
 import numpy as np
 from absl import logging
 
-from fast_tfds.cache import disk_rows, memory_budget
-from fast_tfds.cache.memory import (
-    IN_MEMORY,
-    Backing,
-    Replace,
-    Wanted,
-    allocate_in_memory,
-    bytes_text,
-)
+from fast_tfds.cache import disk_rows, memory, memory_budget
 
 # Of the memory found free, the share an arena may take by default: the rest of the
 # process (TensorFlow, prefetched batches, the model's own step) needs room too.
@@ -53,7 +45,7 @@ def allocator(
     what: str,
     cache_budget: int | None = None,
     cache_dir: str | os.PathLike | None = None,
-) -> Backing:
+) -> memory.Backing:
     """Where the `need` bytes of a cache live: in memory or in files on disk.
 
     Raises `disk_rows.NotEnoughRoom` (a ValueError) with one line when neither
@@ -61,10 +53,10 @@ def allocator(
     """
     allowed, budget = _allowed(cache_budget)
     if need <= allowed:
-        return IN_MEMORY
+        return memory.IN_MEMORY
     folder = Path(cache_dir) if cache_dir is not None else disk_rows.default_folder()
-    over = f"the cache of {what} needs {bytes_text(need)}, over its memory budget of "
-    over += bytes_text(allowed)
+    over = f"the cache of {what} needs {memory.bytes_text(need)}, over its memory budget of "
+    over += memory.bytes_text(allowed)
     try:
         disk_rows.check_room(folder, need)
     except (disk_rows.NotEnoughRoom, OSError) as err:
@@ -83,7 +75,7 @@ def allocator(
     return DiskRows(folder)
 
 
-class DiskRows(Backing):
+class DiskRows(memory.Backing):
     """Columns laid out in files in `folder`, one per column (objects stay in memory),
     which served epochs ask for ahead."""
 
@@ -92,15 +84,15 @@ class DiskRows(Backing):
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
+    def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
         return {
-            name: allocate_in_memory(shape, dtype)
+            name: memory.allocate_in_memory(shape, dtype)
             if np.dtype(dtype).hasobject
             else disk_rows.allocate(self.folder, shape, dtype)
             for name, (shape, dtype) in wanted.items()
         }
 
-    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+    def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         # Written back once, after the fill: served epochs then find clean pages,
         # which the kernel drops cheaply when the budget is reached.
         for array in arrays.values():

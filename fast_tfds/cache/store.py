@@ -2,7 +2,8 @@
 (fixed-shape features, and optionally each example's decoded picture), which slots are
 written, and what an epoch does with them.
 
-The picture store (a plain or augmented read of either back end) is a table with a
+The picture store (a plain or augmented read of either back end, opened the same way for
+both by `open_store`) is a table with a
 picture column (`pictures.PictureCache`) and the features it keeps beside it (labels,
 filenames, targets); the tf.data reader's arena of examples (examples a transform or the
 tf.data service decoded) is a table of fixed columns only. The tf.data reader
@@ -25,6 +26,7 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -32,8 +34,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fast_tfds.cache import persisted, placement
 from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault
-from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS, PictureCache, PictureSizes, Written
+from fast_tfds.cache.pictures import (
+    HEIGHTS,
+    PICTURES,
+    WIDTHS,
+    PictureCache,
+    PictureSizes,
+    Written,
+    cache_bytes,
+)
 
 if TYPE_CHECKING:
     from fast_tfds.core.dataset_hooks import Window
@@ -102,9 +113,6 @@ class Store:
         # complete persistent file, which a worker process maps again.
         self.reopen: tuple[Callable, tuple] | None = None
 
-    def __len__(self) -> int:
-        return len(self.written)
-
     def __reduce__(self):
         if self.reopen is None:
             raise TypeError(
@@ -116,6 +124,9 @@ class Store:
     @property
     def filled(self) -> bool:
         return self.written.filled
+
+    def __len__(self) -> int:
+        return len(self.written)
 
     def slots(self, indices) -> np.ndarray:
         indices = np.asarray(indices, np.int64)
@@ -196,13 +207,20 @@ class Store:
             return
         slots = np.asarray(slots, np.int64).ravel()
         if self.pictures is not None:
-            layout = self.pictures.images.layout
-            lengths = layout.heights[slots] * layout.widths[slots] * 3
-            self.backing.read_ahead(self.pictures.images.buffer, layout.offsets[slots], lengths)
+            pictures = self.pictures
+            lengths = pictures.heights[slots] * pictures.widths[slots] * 3
+            self.backing.read_ahead(pictures.buffer, pictures.offsets[slots], lengths)
             return
         for array in self.features.values():
             row_bytes = array.strides[0]
             self.backing.read_ahead(array, slots * row_bytes, np.full(len(slots), row_bytes))
+
+    def column(self, name: str) -> np.ndarray:
+        """The whole column `name` (a view): a feature, or of a picture table whose
+        pictures are all the output size, "image": the pictures as fixed rows."""
+        if self.pictures is not None and name == "image":
+            return self.pictures.rows()
+        return self.features[name]
 
     def rows_of(self, name: str, slots) -> np.ndarray:
         """Feature `name` of `slots` (a copy)."""
@@ -224,11 +242,84 @@ class Store:
             return False
         # Each swap is one reference, atomic for the threads that serve meanwhile.
         if self.pictures is not None:
-            self.pictures.images.buffer = new[PICTURES]
+            self.pictures.buffer = new[PICTURES]
         for name in self.features:
             self.features[name] = new[name]
         self.arrays = new  # The filled memory goes with its last batch.
         return True
+
+
+# -- opening a picture store, the same for both back ends ---------------------------
+
+
+def open_store(
+    slot_examples,
+    slot_of: Callable[[np.ndarray], np.ndarray],
+    *,
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+    features: dict[str, tuple],
+    stored_size: tuple[int, int] | None,
+    header_sizes: Callable[[], tuple[np.ndarray, np.ndarray]],
+    origin: persisted.Origin | None,
+    folder: str | os.PathLike | None,
+    budget: int | None,
+    what: str,
+) -> Store:
+    """The store of the examples `slot_examples` (slot s holds example slot_examples[s];
+    `slot_of` maps example indices to slots), laid out and allocated before its fill.
+
+    Its reference sizes: the output size without a crop, the dataset's fixed stored size,
+    else a pass over the JPEG headers that the back end reads. Its columns: its persistent
+    file with persist=True (served, or a new one to fill), else memory, or rows on disk
+    over the budget.
+
+    `features`: {name: (shape, dtype)} kept per slot. `stored_size`: every picture's
+    reference size when the dataset's is fixed, else None; `header_sizes()` then gives
+    them per slot (read only when needed). `origin`: persist=True, else None.
+    """
+    n = len(np.asarray(slot_examples).reshape(-1))
+
+    def sizes():
+        if shorter_side is None:  # The cache holds the output itself: windows are whole.
+            return np.full(n, output_size[0]), np.full(n, output_size[1])
+        if stored_size is not None:
+            return np.full(n, stored_size[0]), np.full(n, stored_size[1])
+        return header_sizes()  # Sizes vary (or a hook's window cuts each).
+
+    if origin is not None:
+        opened, _ = persisted.open_pictures(
+            origin,
+            slot_examples,
+            output_size=output_size,
+            shorter_side=shorter_side,
+            features=features,
+            sizes=sizes,
+            folder=folder,
+            budget=budget,
+            what=what,
+        )
+        if opened is not None:
+            return file_store(opened, features, slot_of, output_size, shorter_side)
+    heights, widths = sizes()
+    need = cache_bytes(heights, widths, output_size, shorter_side)
+    backing = placement.allocator(need, what=what, cache_budget=budget, cache_dir=folder)
+    pictures = PictureSizes(heights, widths, output_size, shorter_side)
+    return Store(n, features, slot_of, backing, pictures=pictures)
+
+
+def file_store(
+    opened: persisted.Stored,
+    features: dict[str, tuple],
+    slot_of: Callable[[np.ndarray], np.ndarray],
+    output_size: tuple[int, int],
+    shorter_side: int | None,
+) -> Store:
+    """The picture store over a persistent file's columns (`persisted.open_pictures`):
+    served if the file is complete, else filled."""
+    pictures = PictureSizes(opened.heights, opened.widths, output_size, shorter_side)
+    n = len(opened.heights)
+    return Store(n, features, slot_of, opened.backing, pictures=pictures, filled=opened.filled)
 
 
 # -- the registry ------------------------------------------------------------------
@@ -249,26 +340,13 @@ def live(key: int) -> Any:
     return _live[key]
 
 
-def find(key: int) -> Any:
-    """The cache of `key`, or None once its dataset is gone."""
-    return _live.get(key)
-
-
-def write(key: int, slots, *columns) -> np.int64:
-    """`Store.write` on the table of `key`; nothing once its dataset is gone (an iterator
-    that still runs has its batches all the same). Returns 0 (a value the graph can
-    depend on)."""
-    table = find(key)
-    if table is not None:
-        table.write(slots, *columns)
-    return np.int64(0)
-
-
-def read_ahead(key: int, slots) -> np.int64:
-    """`read_ahead` on the cache of `key`, if it is still alive; returns 0."""
-    cache = find(key)
+def if_alive(key: int, method: Callable, *args) -> np.int64:
+    """`method(cache, *args)` on the cache of `key` (a table's `write` or `read_ahead`);
+    nothing once its dataset is gone (an iterator that still runs has its batches all
+    the same). Returns 0 (a value the graph can depend on)."""
+    cache = _live.get(key)
     if cache is not None:
-        cache.read_ahead(slots)
+        method(cache, *args)
     return np.int64(0)
 
 

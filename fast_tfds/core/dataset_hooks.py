@@ -77,10 +77,6 @@ class DatasetHook:
         return {}
 
 
-# The attribute under which a hook's `transform` for the tf.data reader carries
-# `persist_identity` (the reader keeps the transform, not the settings).
-PERSIST_IDENTITY = "fast_tfds_persist_identity"
-
 _HOOKS: dict[str, DatasetHook] = {}
 _NO_HOOK = DatasetHook()
 

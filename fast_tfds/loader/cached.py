@@ -20,7 +20,6 @@ from fast_tfds.augment import step
 from fast_tfds.cache import disk_rows, persisted
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import store as stores
-from fast_tfds.cache.store_opening import open_store
 from fast_tfds.loader.array_records import SplitSource
 from fast_tfds.loader.examples import DecodeExample, reference_box
 from fast_tfds.loader.options import AUTO, LoaderOptions
@@ -70,7 +69,7 @@ def make_cache(
             },
             required=options.persist,
         )
-    return open_store(
+    return stores.open_store(
         **common,
         slot_of=_slot_of(options.shard_index, options.shard_count),
         stored_size=source.stored_size if decode.parts is None else None,
@@ -103,13 +102,14 @@ def fill(cache: stores.Store, indices, records, decode: DecodeExample) -> np.nda
     `records` (None for one it holds: not read); returns their slots."""
     parsed = [(None, None, None) if record is None else decode.parse(record) for record in records]
     jpegs, values, windows = zip(*parsed, strict=True) if parsed else ((), (), ())
-    name = TARGET if TARGET in cache.features else "label"
+    (name,) = cache.keys  # The store's one feature (`_features`).
     return cache.put_many(indices, jpegs, windows, {name: values}, step.decode_error)
 
 
 def targets(cache: stores.Store, slots) -> list:
     """The targets of `slots`, as the records' parse gave them."""
-    column = cache.features[TARGET if TARGET in cache.features else "label"]
+    (name,) = cache.keys
+    column = cache.features[name]
     return [column[int(slot)] for slot in slots]
 
 
@@ -135,15 +135,12 @@ def served(reopen: dict, required: bool = True) -> stores.Store | None:
             f"{reopen['folder']}: {why}; workers only map a complete file: fill it once with "
             "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
         )
-    cache = stores.Store(
-        len(reopen["slot_examples"]),
+    cache = stores.file_store(
+        stored,
         reopen["features"],
         _slot_of(reopen["shard_index"], reopen["shard_count"]),
-        stored.backing,
-        pictures=store.PictureSizes(
-            stored.heights, stored.widths, reopen["output_size"], reopen["shorter_side"]
-        ),
-        filled=True,
+        reopen["output_size"],
+        reopen["shorter_side"],
     )
     # Pickled to worker processes: the file is mapped again there (the page cache
     # shares it); any other store lives in its process only.
@@ -154,12 +151,8 @@ def served(reopen: dict, required: bool = True) -> stores.Store | None:
 def reference_sizes(records, indices, decode: DecodeExample) -> tuple[np.ndarray, np.ndarray]:
     """(heights, widths) of the reference pictures of `indices`, from each record's
     JPEG header and the hook's window: reads every record once, decodes nothing."""
-    sizes = np.array(
-        [reference_box(*_jpeg_and_window(decode, records[int(i)]))[2:] for i in indices], np.int64
-    )
-    return sizes[:, 0], sizes[:, 1]
-
-
-def _jpeg_and_window(decode: DecodeExample, record: bytes):
-    jpeg, _, window = decode.parse(record)
-    return jpeg, window
+    heights, widths = np.zeros(len(indices), np.int64), np.zeros(len(indices), np.int64)
+    for slot, i in enumerate(indices):
+        jpeg, _, window = decode.parse(records[int(i)])
+        heights[slot], widths[slot] = reference_box(jpeg, window)[2:]
+    return heights, widths

@@ -38,7 +38,6 @@ functions reach a cache by its key through a weak registry; the dataset holds it
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -47,15 +46,13 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.augment import step
-from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
-from fast_tfds.cache.store_opening import open_store
 from fast_tfds.cache.tf_file_cache import callable_identity
-from fast_tfds.core import aligned, dataset_hooks, jpeg_blocks, platform
+from fast_tfds.core import aligned, jpeg_blocks, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
@@ -78,38 +75,32 @@ FILL, SERVE, FILL_THEN_SERVE = stores.FILL, stores.SERVE, stores.FILL_THEN_SERVE
 Blocks = Callable[[tf.Tensor | None], tf.data.Dataset]
 
 
-@dataclasses.dataclass(frozen=True)
-class CachedPlan:
-    """What a cached plan gives the one fill / serve / resume loop (`cached_epochs`).
+def cached_epochs(
+    reading: Reading,
+    key: int,
+    cache: stores.Store,
+    blocks: Blocks,
+    put: Callable[[tf.Tensor, dict], tf.Tensor],
+    serving: Callable[[tf.Tensor], Callable[[tf.Tensor], dict]],
+    *,
+    replay: bool = True,
+):
+    """The one fill / serve / resume loop of every cached plan: (fn(epoch, first) ->
+    that epoch's elements from batch `first` on, fn(epoch, element) -> its batch, or
+    None where the elements are the batches, `cache`).
 
-    Attributes:
-      reading: the read (order, batching, slots, output).
-      key: the cache in the registry (`fast_tfds.cache.store`): its `begin` says what an
-        epoch does, its `read_ahead` asks for slots on disk.
-      slot_bytes: bytes of one slot (how many blocks a read-ahead covers).
-      reads_ahead: whether a served epoch asks for its slots ahead (they are on disk).
-      blocks: where the fill reads its blocks.
-      put: fn(indices, block) -> the block's slots [b], once the block is written.
-      serving: fn(epoch) -> fn(slots) -> the output dict (INDEX_KEY included) of `slots`
-        served from the cache (filled at least up to them).
-      replay: epoch 0 served from a filled cache replays the order its records stream in
-        (False where that order cannot be read again: the tf.data service's).
-    """
+    Each plan only says how a block is written and served. `key`: `cache` (either
+    table: the arena of examples or a picture store) in the registry
+    (`fast_tfds.cache.store`): its `begin` says what an epoch does, its `read_ahead`
+    asks for slots on disk; the dataset that uses these epochs keeps `cache` alive, and
+    the functions here hold its key alone (TensorFlow keeps the callables). `blocks`:
+    where the fill reads its blocks. `put`: fn(indices, block) -> the block's slots
+    [b], once the block is written. `serving`: fn(epoch) -> fn(slots) -> the output
+    dict (INDEX_KEY included) of `slots` served from the cache (filled at least up to
+    them). `replay`: epoch 0 served from a filled cache replays the order its records
+    stream in (False where that order cannot be read again: the tf.data service's).
 
-    reading: Reading
-    key: int
-    slot_bytes: float
-    reads_ahead: bool
-    blocks: Blocks
-    put: Callable[[tf.Tensor, dict], tf.Tensor]
-    serving: Callable[[tf.Tensor], Callable[[tf.Tensor], dict]]
-    replay: bool = True
-
-
-def cached_epochs(plan: CachedPlan):
-    """(fn(epoch, first) -> that epoch's elements from batch `first` on, fn(epoch,
-    element) -> its batch, or None where the elements are the batches) for every cached
-    plan: epoch 0 (every epoch unshuffled) fills an empty cache, each block served once
+    Epoch 0 (every epoch unshuffled) fills an empty cache, each block served once
     it is written, or replays the order it streamed in from a filled one; a later
     shuffled epoch is a permutation of the split drawn from (seed, epoch) served from
     the cache, which an empty cache (a resumed run) first fills for, in the record
@@ -129,22 +120,68 @@ def cached_epochs(plan: CachedPlan):
     the same order: one fill serves every epoch. Unbatched and padded reads serve
     inside the epoch: their positions count examples, or padding follows the served
     batches."""
-    reading, key = plan.reading, plan.key
     shuffle = reading.order.shuffle
     batched = reading.batching.batch_size is not None
-    block = augmented.block_size(reading)
+    n, block = len(reading.slots.index), augmented.block_size(reading)
     drop = reading.batching.drop_remainder and batched
     zero = tf.constant(0, tf.int64)
+    ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for slots on disk.
+    if cache.reads_ahead and shuffle:
+        slot_bytes = cache.nbytes / max(reading.num_examples, 1)
+        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block * slot_bytes, 1))))
 
-    filled = plan.blocks(zero).map(
-        plan.put, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+    def full(ds):
+        # drop_remainder: a last partial block is left out of the output. After the
+        # fill's map: every example is written, also those of that block; skipped
+        # batches too.
+        return ds.filter(lambda slots: tf.shape(slots)[0] == block) if drop else ds
+
+    filled = full(
+        blocks(zero).map(
+            put, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
+        )
     )
-    # Every example is written, also those of a last partial batch that drop_remainder
-    # leaves out of this epoch's output; skipped batches too.
-    if drop:
-        filled = filled.filter(lambda slots: tf.shape(slots)[0] == block)
-    quiet = nothing_of(plan.blocks(None).map(plan.put, num_parallel_calls=AUTOTUNE))
-    replayed = _replayed(plan) if shuffle and plan.replay else None
+    quiet = nothing_of(blocks(None).map(put, num_parallel_calls=AUTOTUNE))
+    replayed = None  # Epoch 0's slots in the order its records streamed in.
+    if shuffle and replay:
+        indices = reading.shuffled(reading.records(zero, indices_only=True), zero)
+        replayed = full(indices.batch(block).map(reading.slots.tf_slots))
+
+    def served(epoch, skip):
+        """The slots of the batches served from the filled cache, from block `skip` on:
+        unshuffled, in slot order (the record order); epoch 0, in the order it streamed
+        (`replayed`, None where it is not replayed); later epochs, in a permutation of
+        the split drawn from (seed, epoch)."""
+        order = tf.range(n, dtype=tf.int64)
+        if shuffle:
+            order = tf.random.experimental.stateless_shuffle(
+                order, seed=tf.stack([tf.constant(reading.seed, tf.int64), epoch])
+            )
+
+        def permuted(i):
+            # On disk: ask for those `ahead` blocks on (the first call: up to there).
+            slots = order[i * block : (i + 1) * block]
+            start = tf.where(i == skip, skip * block, (i + ahead) * block)
+            return _after(
+                lambda slots: stores.if_alive(key, stores.Store.read_ahead, slots),
+                [order[start : (i + ahead + 1) * block]],
+                slots,
+            )
+
+        if ahead is None:  # No function: nothing set up at the epoch's start.
+            ds = tf.data.Dataset.from_tensor_slices(order[skip * block :]).batch(
+                block, drop_remainder=drop
+            )
+        else:
+            ds = tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)).map(permuted)
+        if replayed is None:
+            return ds
+        first_epoch = tf.equal(epoch, 0)
+        return (
+            replayed.skip(skip)
+            .take(tf.where(first_epoch, tf.constant(-1, tf.int64), 0))
+            .concatenate(ds.take(tf.where(first_epoch, tf.constant(0, tf.int64), -1)))
+        )
 
     def slot_blocks(epoch, first):
         """The slots [b] of `epoch`'s blocks from block `first` on."""
@@ -164,96 +201,25 @@ def cached_epochs(plan: CachedPlan):
             filled.skip(first)
             .take(fill_count)
             .concatenate(quiet.take(quiet_count))
-            .concatenate(_served(plan, epoch, first, replayed).take(serve_count))
+            .concatenate(served(epoch, first).take(serve_count))
         )
 
     def serve(epoch, slots):
-        return augmented.finished(reading, plan.serving(epoch)(slots))
+        return augmented.finished(reading, serving(epoch)(slots))
 
     if batched and reading.padded_examples is None:
-        return slot_blocks, serve
+        return slot_blocks, serve, cache
 
     def one_epoch(epoch, first):
         ds = augmented.finish(
             reading,
             slot_blocks(epoch, first if batched else tf.constant(0, tf.int64)),
             dropped=True,
-            first=lambda slots: plan.serving(epoch)(slots),
+            first=lambda slots: serving(epoch)(slots),
         )
         return ds if batched else ds.skip(first)
 
-    return one_epoch, None
-
-
-def plan_epochs(reading: Reading, key: int, cache, blocks, put, serving, *, replay=True):
-    """(`cached_epochs` of the plan these make, `cache`) for either cache (the arena of
-    examples or a `StoreReads`): its size per slot, and whether it is on disk, read
-    from it here. The dataset that uses these epochs keeps `cache` alive
-    (`stores.register`); the plan holds its key alone (TensorFlow keeps the callables)."""
-    slot_bytes = cache.nbytes / max(reading.num_examples, 1)
-    plan = CachedPlan(reading, key, slot_bytes, cache.reads_ahead, blocks, put, serving, replay)
-    make_epoch, serve = cached_epochs(plan)
-    return make_epoch, serve, cache
-
-
-def _served(plan: CachedPlan, epoch, skip, replayed) -> tf.data.Dataset:
-    """The slots of the batches served from the filled cache, from block `skip` on:
-    unshuffled, in slot order (the record order); epoch 0, in the order it streamed
-    (`replayed`, None where it is not replayed); later epochs, in a permutation of the
-    split drawn from (seed, epoch)."""
-    reading, key = plan.reading, plan.key  # The key alone: TensorFlow keeps the callables.
-    shuffle, batched = reading.order.shuffle, reading.batching.batch_size is not None
-    n, block = len(reading.slots.index), augmented.block_size(reading)
-    drop = reading.batching.drop_remainder and batched
-    order = tf.range(n, dtype=tf.int64)
-    if shuffle:
-        order = tf.random.experimental.stateless_shuffle(
-            order, seed=tf.stack([tf.constant(reading.seed, tf.int64), epoch])
-        )
-    ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for slots on disk.
-    if plan.reads_ahead and shuffle:
-        ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block * plan.slot_bytes, 1))))
-
-    def permuted(i):
-        # On disk: ask for those `ahead` blocks on (the first call: up to there).
-        slots = order[i * block : (i + 1) * block]
-        start = tf.where(i == skip, skip * block, (i + ahead) * block)
-        return _after(
-            lambda slots: stores.read_ahead(key, slots),
-            [order[start : (i + ahead + 1) * block]],
-            slots,
-        )
-
-    if ahead is None:  # No function: nothing set up at the epoch's start.
-        ds = tf.data.Dataset.from_tensor_slices(order[skip * block :]).batch(
-            block, drop_remainder=drop
-        )
-    else:
-        ds = tf.data.Dataset.range(skip, batches_per_epoch(n, block, drop)).map(permuted)
-    if replayed is not None:
-        zero = tf.equal(epoch, 0)
-        ds = (
-            replayed.skip(skip)
-            .take(tf.where(zero, tf.constant(-1, tf.int64), 0))
-            .concatenate(ds.take(tf.where(zero, tf.constant(0, tf.int64), -1)))
-        )
-    return ds
-
-
-def _replayed(plan: CachedPlan) -> tf.data.Dataset:
-    """The slots of epoch 0's blocks in the order its records streamed in (a shuffled
-    read), to serve epoch 0 again from a filled cache."""
-    reading = plan.reading
-    block = augmented.block_size(reading)
-    zero = tf.constant(0, tf.int64)
-    ds = (
-        reading.shuffled(reading.records(zero, indices_only=True), zero)
-        .batch(block)
-        .map(reading.slots.tf_slots)
-    )
-    if reading.batching.drop_remainder and reading.batching.batch_size is not None:
-        ds = ds.filter(lambda s: tf.shape(s)[0] == block)
-    return ds
+    return one_epoch, None, cache
 
 
 def _after(effect: Callable, inputs: list, value: tf.Tensor) -> tf.Tensor:
@@ -315,12 +281,14 @@ def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
     def put(indices, batch):
         slots = reading.slots.tf_slots(indices)
         return _after(
-            lambda *args: stores.write(key, *args), [slots, *(batch[k] for k in keys)], slots
+            lambda *args: stores.if_alive(key, stores.Store.write, *args),
+            [slots, *(batch[k] for k in keys)],
+            slots,
         )
 
-    serving = gathering(key, specs, reading.slots, lambda arena, name: arena.features[name])
+    serving = gathering(key, specs, reading.slots)
 
-    return plan_epochs(
+    return cached_epochs(
         reading, key, arena, blocks, put, serving, replay=reading.service_address is None
     )
 
@@ -331,17 +299,21 @@ def row_bytes(specs: dict[str, tf.TensorSpec]) -> int:
 
 
 def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
+    """{name: (shape, dtype)} of a table's columns of `specs` (strings: objects)."""
     return {
-        k: (tuple(spec.shape.as_list()), np.dtype(spec.dtype.as_numpy_dtype))
+        k: (
+            tuple(spec.shape.as_list()),
+            object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype,
+        )
         for k, spec in specs.items()
     }
 
 
-def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots, column):
+def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots):
     """fn(epoch) -> fn(slots) -> the output dict of `slots`, each feature of `specs`
-    gathered in the graph from its whole column, `column(cache, name)` of the cache
-    registered under `key`: the arena of examples, and a picture store that serves its
-    rows as they are (a plain read). A gather in the graph costs no Python per batch."""
+    gathered in the graph from its whole column (`Store.column`) of the table registered
+    under `key`: the arena of examples, and a picture store that serves its rows as they
+    are (a plain read). A gather in the graph costs no Python per batch."""
     n = len(slots.index)
 
     def serving(_epoch):
@@ -352,7 +324,7 @@ def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots, c
         columns = {
             k: tf.ensure_shape(
                 tf.numpy_function(
-                    lambda name: column(stores.live(key), name.decode()),
+                    lambda name: stores.live(key).column(name.decode()),
                     [k],
                     spec.dtype,
                     stateful=True,
@@ -373,91 +345,6 @@ def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots, c
 
 
 # -- the picture store with augment=: pictures decoded once, crops cut every epoch ----
-
-
-class StoreReads:
-    """The tf.data reader's wiring of a picture store: the store (its fill state is the
-    store's, `fast_tfds.cache.store.Store`), and how its batches are cut (the
-    augmentation, None for a plain read; the seed, each epoch's size, threads).
-    Registered by key: the functions TensorFlow keeps reach it only through
-    `fast_tfds.cache.store`'s registry."""
-
-    def __init__(
-        self,
-        cache: stores.Store,
-        slots: records.Slots,
-        features: dict[str, tf.TensorSpec],
-        augment: Augment | None,
-        seed: int,
-        sizes: Callable[[int], tuple[int, int]],
-    ):
-        """`sizes`: epoch -> output size (`epoch_sizes`)."""
-        self.store = cache
-        self.slots = slots
-        self.keys = sorted(features)
-        self.specs = features
-        self.augment, self.seed = augment, seed
-        self.sizes = sizes
-        self.num_threads = platform.available_cpus()
-        self.key = stores.register(self)
-
-    @property
-    def nbytes(self) -> int:
-        return self.store.nbytes
-
-    @property
-    def pictures(self) -> store.PictureCache:
-        return self.store.pictures
-
-    @property
-    def reads_ahead(self) -> bool:
-        return self.store.reads_ahead
-
-    @property
-    def serves_rows(self) -> bool:
-        """Whether a served batch of the largest size is the stored rows as they are:
-        nothing drawn, every picture stored at the output size (a plain read)."""
-        return (self.augment is None or self.augment == step.NO_AUGMENT) and self.pictures.uniform
-
-    def column(self, name: str) -> np.ndarray:
-        """The whole column `name` (a view): the pictures as rows, or a feature."""
-        return self.store.pictures.rows() if name == "image" else self.store.features[name]
-
-    def begin(self, streamed: bool) -> np.int64:
-        return self.store.begin(streamed)
-
-    def put(self, indices, jpegs, boxes, *features) -> np.ndarray:
-        """Writes the block's examples that the store does not hold yet; returns their
-        slots."""
-        windows = [_fixed_window(box) for box in boxes]
-        values = dict(zip(self.keys, features, strict=True))
-        return self.store.put_many(indices, jpegs, windows, values, step.decode_error)
-
-    def read_ahead(self, slots) -> None:
-        self.store.read_ahead(slots)
-
-    def serve(self, epoch, slots) -> list[np.ndarray]:
-        """[images, *features] of store slots `slots`, augmented for `epoch`."""
-        slots = np.asarray(slots, np.int64)
-        images = self._serve_into(epoch, slots, self.slots.index[slots])
-        return [images, *(self.store.rows_of(k, slots) for k in self.keys)]
-
-    def _serve_into(self, epoch, slots, indices) -> np.ndarray:
-        out = aligned.empty((len(slots), *self.sizes(int(epoch)), 3))
-        return step.serve_into(
-            self.store.pictures,
-            slots,
-            self.augment,
-            self.seed,
-            int(epoch),
-            indices,
-            out,
-            num_threads=self.num_threads,
-        )
-
-
-def _numpy_dtype(dtype: tf.DType):
-    return object if dtype == tf.string else dtype.as_numpy_dtype
 
 
 def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
@@ -500,13 +387,13 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
     return heights, widths
 
 
-def make_cache(reading: Reading) -> StoreReads:
-    """The store, laid out and allocated (in memory, or on disk over the budget); with
-    persist=True, served from its persistent file, or filling a new one. A plain read
-    (no `augment`) and a read without a crop keep each picture at the output size."""
+def make_cache(reading: Reading, features: dict[str, tf.TensorSpec]) -> stores.Store:
+    """The store of the picture and `features` (`cached_features`) of each example, laid
+    out and allocated (in memory, or on disk over the budget); with persist=True, served
+    from its persistent file, or filling a new one. A plain read (no `augment`) and a
+    read without a crop keep each picture at the output size."""
     size = augmented.output_size(reading)
     augment = reading.augment
-    features = cached_features(reading)
     slots = reading.slots
     crops = augment is not None and augment.crop is not None
     shorter_side = store.shorter_side(crops, reading.cache_shorter_side, size)
@@ -514,12 +401,12 @@ def make_cache(reading: Reading) -> StoreReads:
         " (augment cache)" if augment is not None else ""
     )
     stored = tuple(reading.features["image"].shape[:2])
-    cache = open_store(
-        slots.index,
-        slots.slots,
+    return stores.open_store(
+        slot_examples=slots.index,
+        slot_of=slots.slots,
         output_size=size,
         shorter_side=shorter_side,
-        features={k: (tuple(v.shape), _numpy_dtype(v.dtype)) for k, v in features.items()},
+        features=_columns(features),
         # A transform's window cuts each picture: its reference size is read per example.
         stored_size=stored if reading.parse_batch is not None and None not in stored else None,
         header_sizes=lambda: reference_sizes(reading, slots),
@@ -528,53 +415,84 @@ def make_cache(reading: Reading) -> StoreReads:
         budget=reading.cache.budget,
         what=what,
     )
-    return StoreReads(cache, slots, features, augment, reading.seed, augmented.epoch_sizes(reading))
 
 
 def cached_batches(reading: Reading):
-    """(fn(epoch, first) -> that epoch's batches (`cached_epochs`), the `StoreReads`) of
-    the picture store: each block's pictures decoded into the store and the block cut
-    from it by the serving step (epoch 0), then every batch cut from the store."""
-    cache = make_cache(reading)
-    key, keys, specs = cache.key, cache.keys, cache.specs
+    """(fn(epoch, first) -> that epoch's batches (`cached_epochs`), the store) of the
+    picture store: each block's pictures decoded into the store and the block cut from
+    it by the serving step (epoch 0), then every batch cut from the store. TensorFlow
+    keeps the NumPy functions for good: they hold the store's key, and the read's few
+    settings (the augmentation, the seed, each epoch's size), never the store."""
+    specs = cached_features(reading)
+    cache = make_cache(reading, specs)
+    key = stores.register(cache)
+    keys = cache.keys
     shape = augmented.image_shape(reading)
+    augment, seed, sizes = reading.augment, reading.seed, augmented.epoch_sizes(reading)
+    num_threads = platform.available_cpus()
 
     def put(indices, batch):
         batch = dict(batch)
         boxes = augmented.windows_of(batch)  # Taken out: the store keeps no windows.
         args = [indices, batch["image"], boxes, *(batch[k] for k in keys)]
         slots = tf.numpy_function(
-            lambda *args: np.asarray(stores.live(key).put(*args), np.int64),
-            args,
-            tf.int64,
-            stateful=True,
+            lambda *args: _put(stores.live(key), *args), args, tf.int64, stateful=True
         )
         return tf.ensure_shape(slots, [None])
+
+    def serve(epoch, slots, indices) -> list[np.ndarray]:
+        """[images, *features] of store slots `slots` (examples `indices`), augmented
+        for `epoch`."""
+        table = stores.live(key)
+        slots = np.asarray(slots, np.int64)
+        out = aligned.empty((len(slots), *sizes(int(epoch)), 3))
+        step.serve_into(
+            table.pictures,
+            slots,
+            augment,
+            seed,
+            int(epoch),
+            indices,
+            out,
+            num_threads=num_threads,
+        )
+        return [out, *(table.rows_of(k, slots) for k in keys)]
 
     def cut(epoch):
 
         def gather(slots):
+            indices = reading.slots.tf_index(slots)
             served = tf.numpy_function(
-                lambda epoch, slots: stores.live(key).serve(epoch, slots),
-                [epoch, slots],
+                serve,
+                [epoch, slots, indices],
                 [tf.uint8, *(specs[k].dtype for k in keys)],
                 stateful=True,
             )
             batch = {"image": tf.ensure_shape(served[0], shape)}
             for k, values in zip(keys, served[1:], strict=True):
                 batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
-            batch[INDEX_KEY] = cache.slots.tf_index(slots)
+            batch[INDEX_KEY] = indices
             return batch
 
         return gather
 
     serving = cut
-    if cache.serves_rows and reading.size_schedule is None:  # Gathered in the graph.
+    # Served batches of one size are the stored rows as they are, nothing drawn, every
+    # picture at the output size (a plain read): gathered in the graph.
+    plain = augment is None or augment == step.NO_AUGMENT
+    if plain and cache.pictures.uniform and reading.size_schedule is None:
         rows = {"image": tf.TensorSpec(shape[1:], tf.uint8), **specs}
-        serving = gathering(key, rows, cache.slots, StoreReads.column)
+        serving = gathering(key, rows, reading.slots)
 
     blocks = functools.partial(augmented.epoch_blocks, reading)
-    return plan_epochs(reading, key, cache, blocks, put, serving)
+    return cached_epochs(reading, key, cache, blocks, put, serving)
+
+
+def _put(table: stores.Store, indices, jpegs, boxes, *features) -> np.ndarray:
+    """Writes the block's examples that `table` does not hold yet; returns their slots."""
+    windows = [_fixed_window(box) for box in boxes]
+    values = dict(zip(table.keys, features, strict=True))
+    return table.put_many(indices, jpegs, windows, values, step.decode_error)
 
 
 # Records per block of the header pass (reference sizes before epoch 1).
@@ -598,8 +516,8 @@ def pictures_origin(reading) -> stored_pictures.Origin:
     transform = reading.transform
     if transform is None:
         hook = {}
-    elif hasattr(transform, dataset_hooks.PERSIST_IDENTITY):
-        hook = getattr(transform, dataset_hooks.PERSIST_IDENTITY)
+    elif reading.hook_identity is not None:
+        hook = reading.hook_identity()
     else:
         hook = {"transform": callable_identity(transform)}
     return stored_pictures.Origin(
@@ -619,9 +537,7 @@ def arena_rows(reading, specs: dict[str, tf.TensorSpec]) -> tuple[Backing, bool]
             pictures_origin(reading),
             reading.slots.index,
             output_size=as_hw(reading.image_size),
-            features={
-                k: (tuple(s.shape.as_list()), s.dtype.as_numpy_dtype) for k, s in specs.items()
-            },
+            features=_columns(specs),
             folder=reading.cache.folder,
             budget=reading.cache.budget,
             what=f"{reading.builder.info.full_name} {reading.split}",

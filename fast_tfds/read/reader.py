@@ -6,6 +6,7 @@ features (see `plans` and the diagram in `fast_tfds.read`).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -103,12 +104,12 @@ def _read_with_hook(
     if clash:
         asked = ", ".join(f"{key}={value!r}" for key, value in settings.items() if value)
         raise ValueError(f"{clash[0]}: {name} sets it itself for {asked}; pass one or the other")
+    identity = None
     if changes.get("transform") is not None:
         # A persistent cache of augmented reads keys on what the settings change.
-        setattr(
-            changes["transform"], dataset_hooks.PERSIST_IDENTITY, hook.persist_identity(settings)
-        )
-    ds = read_split(builder, split, **{**options, **changes})
+        identity = functools.partial(hook.persist_identity, settings)
+    merged = {**options, **changes}
+    ds = _read(builder, split, _options(merged.pop("options", None), merged), identity)
     return hook.finish_dataset(ds, settings, as_supervised=as_supervised)
 
 
@@ -127,7 +128,12 @@ def read_split(
         documents every option (batch_size, image_size, cache, shuffle, seed,
         num_epochs, shard_index, dtype, ...).
     """
-    reading = Reading.start(builder, split, _options(options, keywords))
+    return _read(builder, split, _options(options, keywords))
+
+
+def _read(builder, split: str, opts: ReadOptions, hook_identity=None) -> tf.data.Dataset:
+    """`read_split` with its options checked; `hook_identity`: `Reading.hook_identity`."""
+    reading = Reading.start(builder, split, opts, hook_identity)
     plan = plans.choose_plan(reading)
     make_epoch, serve, cache = plans.pipeline(plan, reading)
     return repeat_epochs(make_epoch, reading, cache, serve)

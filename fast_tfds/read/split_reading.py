@@ -64,9 +64,19 @@ class Reading:
     # With `mix=`: fn(epoch, batch index, batch) -> the batch mixed, in the asked dtype
     # (`output_fn` then leaves the pictures uint8, to be blended first).
     mix_batch: Callable | None = None
+    # Where a dataset's hook made `transform`: fn() -> what its settings change
+    # (`DatasetHook.persist_identity`), for the key of a persistent cache; None: the
+    # transform is the user's own, keyed by its code.
+    hook_identity: Callable[[], dict | None] | None = None
 
     @classmethod
-    def start(cls, builder, split: str, opts: ReadOptions) -> Reading:
+    def start(
+        cls,
+        builder,
+        split: str,
+        opts: ReadOptions,
+        hook_identity: Callable[[], dict | None] | None = None,
+    ) -> Reading:
         """Checks the split and the service, and takes this input pipeline's share."""
         instructions = records.file_instructions(builder, split)
         seed = random.SystemRandom().randrange(SEED_LIMIT) if opts.seed is None else opts.seed
@@ -130,6 +140,7 @@ class Reading:
             size_schedule=(
                 opts.image_size if isinstance(opts.image_size, ProgressiveResize) else None
             ),
+            hook_identity=hook_identity,
             mix_batch=mix_batch,
         )
 

@@ -19,7 +19,7 @@ def filled_cache(jpegs, shorter_side=256):
     cache = PictureCache(heights, widths, (224, 224), shorter_side)
     for i, jpeg in enumerate(jpegs):
         cache.fill(i, jpeg)
-    assert cache.images.filled
+    assert cache.filled
     return cache
 
 
@@ -35,7 +35,7 @@ def test_a_served_crop_matches_the_crop_of_the_full_decode():
         for h, w in shapes
     ]
     cache = filled_cache(jpegs)
-    assert [cache.images.shape(i) for i in range(4)] == [
+    assert [cache.shape(i) for i in range(4)] == [
         (256, 341),
         (349, 256),
         (256, 256),
@@ -68,12 +68,12 @@ def test_serving_reads_windows_from_a_coordinate_picture_cache():
     picture = coordinates(200, 240)
     cache = PictureCache([200] * 8, [240] * 8, (32, 32), shorter_side=None)
     for i in range(8):  # shorter_side None: each picture at the output size
-        assert cache.images.shape(i) == (32, 32)
-        cache.images.put(i, cv2.resize(picture, (32, 32), interpolation=cv2.INTER_AREA))
+        assert cache.shape(i) == (32, 32)
+        cache.put(i, cv2.resize(picture, (32, 32), interpolation=cv2.INTER_AREA))
     out = step.serve_into(
         cache, np.arange(8), None, 0, 0, np.arange(8), np.zeros((8, 32, 32, 3), np.uint8)
     )
-    assert all(np.array_equal(out[i], cache.images.image(i)) for i in range(8))
+    assert all(np.array_equal(out[i], cache.image(i)) for i in range(8))
 
 
 def test_the_same_seed_serves_the_same_batch_and_another_epoch_another():
@@ -108,7 +108,7 @@ def test_the_plain_read_is_the_identity_case_of_the_kernels():
     rng = np.random.default_rng(4)
     cache = PictureCache([40] * 5, [40] * 5, (24, 24), shorter_side=None)
     for i in range(5):
-        cache.images.put(i, rng.integers(0, 256, (24, 24, 3), np.uint8))
+        cache.put(i, rng.integers(0, 256, (24, 24, 3), np.uint8))
     slots = np.array([3, 0, 4])
     gathered = step.serve_into(cache, slots, None, 0, 0, slots, np.zeros((3, 24, 24, 3), np.uint8))
     whole = Augment(crop="center", crop_fraction=1.0, flip=False)
@@ -119,7 +119,7 @@ def test_the_plain_read_is_the_identity_case_of_the_kernels():
 
 def test_serving_an_unwritten_picture_is_an_error_in_both_cases():
     cache = PictureCache([40, 40], [40, 40], (8, 8), shorter_side=None)
-    cache.images.put(0, np.ones((8, 8, 3), np.uint8))
+    cache.put(0, np.ones((8, 8, 3), np.uint8))
     for augment in (None, Augment()):
         with pytest.raises(ValueError, match="picture 1 of the cache is not written"):
             step.serve_into(cache, [0, 1], augment, 0, 0, [0, 1], np.zeros((2, 8, 8, 3), np.uint8))

@@ -18,7 +18,7 @@ from fast_tfds.cache import pictures as store
 augment = fast_tfds.Augment(brightness=0.2)
 cache = store.PictureCache([30, 40], [40, 30], (16, 16), shorter_side=20)
 for slot in range(2):
-    cache.images.put(slot, np.full((*cache.images.shape(slot), 3), 100, np.uint8))
+    cache.put(slot, np.full((*cache.shape(slot), 3), 100, np.uint8))
 out = step.serve_into(cache, [0, 1], augment, 0, 0, [5, 6], np.zeros((2, 16, 16, 3), np.uint8))
 sizes = cache.reference_heights[[0, 1]], cache.reference_widths[[0, 1]]
 drawn = windows.sample(augment, 0, 0, [5, 6], *sizes, cache.output_size)

@@ -210,7 +210,7 @@ def test_a_persistent_file_written_before_is_served(build):
     heights, widths, labels = PINNED_ROWS
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)
     np.testing.assert_array_equal(served.pictures.reference_widths, widths)
-    images = served.pictures.images
+    images = served.pictures
     for slot, picture in enumerate(pinned_pictures([images.image(i).shape for i in range(N)])):
         np.testing.assert_array_equal(images.image(slot), picture)
     np.testing.assert_array_equal(served.features["label"], labels)

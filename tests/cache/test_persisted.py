@@ -150,12 +150,12 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     stored = store_of(opened, common)
     pictures = []
     for slot in reversed(range(n)):  # in any order
-        view = stored.pictures.images.view(slot)
+        view = stored.pictures.view(slot)
         view[...] = rng.integers(0, 256, view.shape, dtype=np.uint8)
         pictures.append(view.copy())
         stored.features["label"][slot] = 100 + slot
-        stored.pictures.images.mark(slot)
-    filled = stored.pictures.images.buffer
+        stored.pictures.mark(slot)
+    filled = stored.pictures.buffer
     stored.when_filled()
     opened.backing.writing.join(timeout=60)
     assert opened.backing.persisted
@@ -173,19 +173,19 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     assert reopened is not None and reopened.filled and reopened.path == opened.path
     assert isinstance(reopened.backing, persistent.ServedFile)
     served = store_of(reopened, common)
-    assert served.pictures.images.filled
+    assert served.pictures.filled
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)
     np.testing.assert_array_equal(served.pictures.reference_widths, widths)
     for slot, picture in zip(reversed(range(n)), pictures, strict=True):
-        np.testing.assert_array_equal(served.pictures.images.image(slot), picture)
+        np.testing.assert_array_equal(served.pictures.image(slot), picture)
     np.testing.assert_array_equal(served.features["label"], 100 + np.arange(n))
     if budget is None:  # The filling process now serves from the file's mapping too,
-        assert stored.pictures.images.buffer is not filled
+        assert stored.pictures.buffer is not filled
         gone = weakref.ref(filled)
         del filled, view  # and its filled memory goes once nothing else holds it.
         gc.collect()
         assert gone() is None
-        np.testing.assert_array_equal(stored.pictures.images.buffer, served.pictures.images.buffer)
+        np.testing.assert_array_equal(stored.pictures.buffer, served.pictures.buffer)
 
 
 def key_kind(path: str) -> str | None:

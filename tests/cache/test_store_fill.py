@@ -30,7 +30,7 @@ def test_each_example_is_written_once_at_its_slot():
     # A written slot keeps what it holds: its picture and its label.
     store.put_many([10], [jpeg(20)], [None], {"label": [9]}, step.decode_error)
     assert store.rows_of("label", [0]).tolist() == [3]
-    assert abs(int(store.pictures.images.image(0).mean()) - 200) <= 2
+    assert abs(int(store.pictures.image(0).mean()) - 200) <= 2
 
     with pytest.raises(ValueError, match=r"^fast_tfds: example 11 does not decode \("):
         store.put_many([11], [b"not a jpeg"], [None], {"label": [4]}, step.decode_error)

@@ -83,7 +83,7 @@ def test_a_cache_without_augment_serves_the_plain_pixels(cats_array_record_dir, 
         for (a, la), (b, lb) in zip(plain, through_cache, strict=True):
             np.testing.assert_array_equal(la, lb)
             np.testing.assert_array_equal(a, b)
-    assert through_cache.cache.pictures.images.filled
+    assert through_cache.cache.pictures.filled
 
 
 def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
@@ -101,7 +101,7 @@ def test_cached_epochs_decode_nothing(cats_array_record_dir, monkeypatch):
     # first decode it overtook (at most the batches prefetched).
     filled = calls["decode"]
     assert loader.num_examples <= filled <= loader.num_examples + 2 * 2 * BATCH  # 2 x threads
-    assert loader.cache.pictures.images.filled
+    assert loader.cache.pictures.filled
     list(loader)
     list(loader)
     assert calls["decode"] == filled
@@ -112,7 +112,7 @@ def test_a_fill_stopped_half_way_is_completed_later(cats_array_record_dir, cats_
     iterator = iter(loader)
     next(iterator)
     loader.close()
-    written = int(loader.cache.pictures.images.written.sum())
+    written = int(loader.cache.pictures.written.sum())
     assert 0 < written < loader.num_examples
     # The dropped iterator completed no pass: the next iter() is epoch 0 again.
     pictures = [ex.pixels for ex in cats_split]
@@ -124,7 +124,7 @@ def test_a_fill_stopped_half_way_is_completed_later(cats_array_record_dir, cats_
         np.testing.assert_array_equal(
             images, expected_images(Augment(), loader.seed, 0, indices, pictures)
         )
-    assert loader.cache.pictures.images.filled
+    assert loader.cache.pictures.filled
 
 
 @pytest.mark.parametrize("cache", [False, True])

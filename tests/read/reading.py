@@ -35,5 +35,5 @@ def arena_rows(made) -> list[Output]:
 
 def store_rows(made) -> list[Output]:
     """Every picture of a plain read's store as an example: its image and its label."""
-    images, labels = made.pictures.rows(), made.store.features["label"]
+    images, labels = made.pictures.rows(), made.features["label"]
     return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]

@@ -20,16 +20,16 @@ from tests.read.reading import arena_rows, digest, epoch, read
 
 
 def _new_arena(before: set[int]) -> stores.Store:
-    """The arena of examples made since `before`: a table of fixed columns, registered
-    itself (a picture store is registered through its reader's wiring)."""
+    """The arena of examples made since `before`: a table of fixed columns."""
     (made,) = (c for c in stores.live_caches() if id(c) not in before)
     assert isinstance(made, stores.Store) and made.pictures is None
     return made
 
 
-def _new_store(before: set[int]) -> cached.StoreReads:
+def _new_store(before: set[int]) -> stores.Store:
+    """The picture store made since `before`: a table with a picture column."""
     (made,) = (c for c in stores.live_caches() if id(c) not in before)
-    assert isinstance(made, cached.StoreReads)
+    assert isinstance(made, stores.Store) and made.pictures is not None
     return made
 
 
@@ -47,13 +47,13 @@ def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stor
     made = _new_store(before)
     # Reserved up front for the whole split: each picture at the output size, in uint8,
     # its reference size and its label (int64s).
-    assert len(made.store) == n and not made.store.filled
+    assert len(made) == n and not made.filled
     assert made.pictures.uniform
     assert stores.bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 3 * 8)
 
     stored["train"].check(epoch(ds))  # The fill.
-    assert made.store.filled
-    rows, labels = made.pictures.rows(), made.store.features["label"]
+    assert made.filled
+    rows, labels = made.pictures.rows(), made.features["label"]
     in_store = collections.Counter(
         (digest(image), int(label)) for image, label in zip(rows, labels, strict=True)
     )
@@ -82,10 +82,10 @@ def test_a_fill_stopped_early_is_completed_by_the_next_epoch(cats_data_dir, stor
     iterator = iter(ds)
     epoch(iterator, batches=2)  # A partial first epoch: the store is not complete.
     del iterator
-    written = made.store.pictures.images.written
+    written = made.pictures.written
     assert 0 < written.sum() < len(written), "the first epoch should have stopped mid-fill"
     stored["train"].check(epoch(ds))  # Fills the rest, serving every example once.
-    assert made.store.filled
+    assert made.filled
     stored["train"].check(epoch(ds))
 
 
@@ -99,7 +99,7 @@ def test_batches_of_a_stopped_fill_keep_their_pixels(cats_data_dir, stored):
     held = [next(iterator)[0] for _ in range(3)]
     digests = [digest(image) for batch in held for image in batch.numpy()]
     del iterator
-    assert not made.store.filled, "the first epoch should have stopped before filling the store"
+    assert not made.filled, "the first epoch should have stopped before filling the store"
     for _ in range(2):  # The rest of the fill, then an epoch from the store.
         stored["train"].check(epoch(ds))
     assert [digest(image) for batch in held for image in batch.numpy()] == digests
@@ -158,7 +158,7 @@ def test_a_fill_whose_arena_is_gone_still_runs():
     key = stores.register(stores.Store(2, {"label": ((), np.int64)}))  # Gone at once.
     gc.collect()
     assert key not in _keys()
-    assert stores.write(key, np.arange(2), np.array([0, 1])) == 0
+    assert stores.if_alive(key, stores.Store.write, np.arange(2), np.array([0, 1])) == 0
 
 
 def test_rows_come_from_the_backing_given_which_is_told_once_filled():

@@ -193,7 +193,7 @@ def test_crops_served_from_the_cache_match_those_of_the_full_decode(cats_data_di
                 assert np.mean(differences) <= 5 and max(differences) <= 14, differences
         if image_size == 64:
             cache = ds_cache(through_cache)
-            assert max(cache.pictures.images.layout.heights) == 74  # smaller than stored
+            assert max(cache.pictures.heights) == 74  # smaller than stored
 
 
 def test_the_cache_keeps_pictures_at_the_cache_resolution(cats_data_dir):
@@ -203,7 +203,7 @@ def test_the_cache_keeps_pictures_at_the_cache_resolution(cats_data_dir):
         "train",
         read_options(augment=Augment(), image_size=64, cache_shorter_side=50),
     )
-    cache = cached.make_cache(reading)
+    cache = cached.make_cache(reading, cached.cached_features(reading))
     examples = split_examples(cats_data_dir, config="original")
     sizes = [tf.io.decode_jpeg(ex["image"]).shape[:2] for ex in examples]
     np.testing.assert_array_equal(cache.pictures.reference_heights, [h for h, _ in sizes])
@@ -480,10 +480,10 @@ def test_a_disk_cache_is_laid_out_in_the_cache_dir(cats_data_dir, tmp_path):
     ds = read(cats_data_dir, cache=True, cache_budget=1, cache_dir=tmp_path)
     cache = ds_cache(ds)
     files = list(tmp_path.glob(f"{disk_rows.PREFIX}*"))  # One per column of numbers.
-    assert len(files) == sum(not a.dtype.hasobject for a in cache.store.arrays.values())
+    assert len(files) == sum(not a.dtype.hasobject for a in cache.arrays.values())
     assert sum(f.stat().st_size for f in files) == cache.nbytes
     one_epoch(ds)
-    assert cache.pictures.images.filled
+    assert cache.pictures.filled
 
 
 def ds_cache(ds):

@@ -166,8 +166,8 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     files = _arena_files(folder)  # Every column: the pixels, reference sizes and labels.
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
-    assert str(folder) in _mapping_of(made.pictures.images.buffer)
-    assert made.store.reads_ahead
+    assert str(folder) in _mapping_of(made.pictures.buffer)
+    assert made.reads_ahead
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
@@ -190,12 +190,12 @@ def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_pat
     (made,) = [c for c in stores.live_caches() if id(c) not in before]
     n = len(truth["224"])
     # Each picture at 160 px, its reference size and its label (int64s).
-    assert len(made.store) == n and stores.bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
+    assert len(made) == n and stores.bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
     for _ in range(2):  # The fill, then an epoch from the store.
         truth["224"].check(epoch(ds), size=160)
-    assert made.store.filled and not made.store.reads_ahead
+    assert made.filled and not made.reads_ahead
     # Its pictures are anonymous memory of this process, not a mapped file.
-    assert _mapping_of(made.pictures.images.buffer) is None
+    assert _mapping_of(made.pictures.buffer) is None
     assert "memory-mapped file" not in caplog.text
     assert not folder.exists() or _arena_files(folder) == []
 

@@ -93,7 +93,7 @@ def test_every_example_once_per_epoch_with_its_own_window(
     if kind == "disk":
         assert list(tmp_path.iterdir()), "the cache's rows went to disk"
     if backend.name == "loader" and kind == "memory":
-        assert reader.cache.pictures.images.filled
+        assert reader.cache.pictures.filled
         assert reader.cache_bytes == n * 224 * 224 * 3
 
 
