@@ -30,6 +30,7 @@ import json
 import os
 import re
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -211,6 +212,7 @@ class _Server:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(60)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _servers: dict[tuple, _Server] = {}
