@@ -152,12 +152,13 @@ while True:
     threading.Thread(target=report, args=(conn, pid), daemon=True).start()
 """
 
-# What TensorFlow, TFDS and the interpreter read from the environment as the server starts
-# (TFDS's default data dir from HOME and TFDS_DATA_DIR, TensorFlow's logging): children
-# whose environment differs there are forked from a server started with theirs. The rest of
-# a server's environment is this process's (never a child's settings, such as a proxy).
-IMPORT_TIME = ("HOME", "TFDS_DATA_DIR")
-IMPORT_TIME_PREFIXES = ("PYTHON", "TF_", "CUDA", "XLA_")
+# What TensorFlow, TFDS and the interpreter may read from the environment as the server
+# starts (TFDS's default data dir from HOME and TFDS_DATA_DIR, TensorFlow's logging, and the
+# settings of its gs:// client, which it makes as it loads: retries, CA bundle, token):
+# children whose environment differs there are forked from a server started with theirs. The
+# rest of a server's environment is this process's (never a child's, such as its proxy).
+IMPORT_TIME = ("HOME", "TFDS_DATA_DIR", "CURL_CA_BUNDLE", "NO_GCE_CHECK")
+IMPORT_TIME_PREFIXES = ("PYTHON", "TF_", "CUDA", "XLA_", "GCS_", "GOOGLE_")
 
 
 def _import_time(env: dict[str, str]) -> dict[str, str]:

@@ -180,12 +180,20 @@ def end_shared_servers(base: Path) -> None:
 
 
 def _running(pid: int) -> bool:
-    """Whether process `pid` has not ended (a child of this process that has is reaped)."""
+    """Whether process `pid` has not ended (a child of this process that has is reaped; one
+    that is not, an ended one that its parent has not reaped yet, is ended)."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0]:
             return False
     except ChildProcessError:
         pass  # not a child of this process: started by a worker
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass  # no /proc here
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
