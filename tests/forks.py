@@ -59,7 +59,7 @@ def needs_own_interpreter(code: str) -> bool:
 # teardown of every module: in a fork, that teardown writes to every page the server holds,
 # for seconds. The server ends when its stdin closes (this process ended).
 SERVER = """
-import atexit, gc, io, json, os, runpy, signal, socket, sys, threading
+import atexit, gc, io, json, os, runpy, signal, socket, sys, tempfile, threading
 import tensorflow, tensorflow_datasets
 gc.freeze()  # what the imports made: not scanned (and so not copied) by a child's collector
 
@@ -96,6 +96,11 @@ def child(fds, request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # What the server's imports computed once from its own environment or state, computed
+    # again here as a new interpreter would: the temporary folder (TMPDIR), numpy's seed.
+    tempfile.tempdir = None
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
     # Streams of their own, buffered as an interpreter's on pipes (the server's may hold
     # what it read or wrote).
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
