@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
 import stanford_dogs_tfrecord  # noqa: E402, F401  (registers the dataset)
 from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
+from tests.bucket.emulated import end_shared_servers  # noqa: E402
 from tests.children import TIMEOUT_S  # noqa: E402
 from tests.helpers import TFDS_CLI, child_env, shared_folder  # noqa: E402
 
@@ -27,6 +28,14 @@ SMOKE_MODULES = (
     "tests/read/test_reader.py",
     "tests/loader/test_loader.py",
 )
+
+
+def pytest_sessionfinish(session):
+    """Ends the object-store servers that the run's xdist workers shared (tests/bucket), in
+    the process that ran the run, once every worker is done with them."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+        end_shared_servers(factory.getbasetemp())
 
 
 def pytest_collection_modifyitems(config, items):

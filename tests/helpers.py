@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests import forks
+
 REPO = Path(__file__).parents[1]
 # The real `tfds` command line, run as a user would (in a child process).
 TFDS_CLI = [sys.executable, "-m", "tensorflow_datasets.scripts.cli.main"]
@@ -77,10 +79,13 @@ def listed_line(output: str, path: Path) -> str:
     return found[0]
 
 
-def run_ok(command, timeout: float = 300, **kwargs) -> str:
-    """Runs `command` in a child process; its stdout + stderr, asserting that it succeeded."""
+def run_ok(command, timeout: float = 300, fork: bool = False, **kwargs) -> str:
+    """Runs `command` in a child process; its stdout + stderr, asserting that it succeeded.
+    With `fork`, a `python -c|-m` command runs as a fork of a server that has imported
+    TensorFlow (`tests.forks`: where the test allows one)."""
     kwargs.setdefault("env", child_env())
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    run = forks.run if fork else subprocess.run
+    done = run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     return output

@@ -12,10 +12,10 @@ above it with `<!-- snippet: skip REASON -->`. A block that imports a framework 
 environment lacks (torch, jax) is skipped with that reason at run time.
 
 Each python block runs alone in a process of its own, with its own namespace and folder. Most
-are forked from a server that each xdist worker starts once, which has imported TensorFlow
-and TFDS, so that the import is paid once rather than once per block; the blocks that touch
-the environment, the interpreter, processes or another framework (`FRESH`) run in a fresh
-interpreter, as a user's script does.
+are forks of a server that has imported TensorFlow and TFDS (`tests.forks`), so that the
+import is paid once per xdist worker rather than once per block; the blocks that need an
+interpreter of their own, or touch the environment or the interpreter's state (`FRESH`), run
+in a fresh interpreter, as a user's script does.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
-import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -34,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forks
 from tests.helpers import REPO, TFDS_CLI, child_env, run_ok, shared_folder
 
 PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")])
@@ -42,14 +41,10 @@ FENCE = re.compile(r"^```(\S*)\s*$")
 SKIP = re.compile(r"^<!--\s*snippet:\s*skip\b(.*?)-->\s*$")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TIMEOUT_S = 300
-# What makes a python block need an interpreter of its own rather than a fork of the server's:
-# it reads or sets the environment or the interpreter's state, starts processes (a fork of a
-# process that has run TensorFlow is not one a user has), or imports a framework that is not
-# to meet TensorFlow in one process.
-FRESH = re.compile(
-    r"\bos\.environ|\bsys\.|\bsubprocess\b|\bmultiprocessing\b|\bnum_workers\b|"
-    r"\bthreading\b|\batexit\b|\bsignal\b|\btorch|\bjax\b|\bflax\b"
-)
+# What makes a python block need an interpreter of its own rather than a fork: what makes any
+# child need one (`forks.OWN_INTERPRETER`), and, as a user's script is shown, any reading or
+# setting of the environment or the interpreter's state, or threads of its own.
+FRESH = re.compile(rf"{forks.OWN_INTERPRETER.pattern}|\bos\.environ|\bsys\.|\bthreading\b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,115 +153,8 @@ def docs_home(tmp_path_factory) -> Path:
     return home
 
 
-# The server: imports what most blocks import, then for each request (a JSON line: code,
-# folder, environment, output files) forks a child that runs the block as `python -c` would
-# and answers the child's exit status, or "timeout". The child ends as an interpreter does
-# (it waits for the block's threads, runs its atexit functions, exits 1 after printing an
-# uncaught exception, and with SystemExit's code) but leaves out the teardown of every
-# module: in a fork, that teardown writes to every page the server holds, for seconds. The
-# blocks that run fresh, and tests/reliability/test_exit.py, see a whole interpreter's exit.
-SERVER = """
-import atexit, gc, json, os, sys, threading, time
-import tensorflow, tensorflow_datasets
-gc.freeze()  # what the imports made: not scanned (and so not copied) by a child's collector
-
-def run(code):
-    try:
-        exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
-    except SystemExit as stop:
-        if stop.code is None or isinstance(stop.code, int):
-            return stop.code or 0
-        print(stop.code, file=sys.stderr)
-        return 1
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        return 1
-    return 0
-
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        status = run(request["code"])
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    deadline = time.monotonic() + request["timeout"]
-    while not (ended := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not ended[0]:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    print(json.dumps(os.waitstatus_to_exitcode(ended[1]) if ended[0] else "timeout"), flush=True)
-os._exit(0)
-"""
-
-
-class SnippetServer:
-    """One worker's server (see SERVER), started at its first block: `run` gives what
-    `subprocess.run` would."""
-
-    def __init__(self, env: dict[str, str], folder: Path):
-        self.env, self.folder, self.count = env, folder, 0
-        self.process: subprocess.Popen | None = None
-
-    def run(self, code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-        if self.process is None:
-            with open(self.folder / "server.err", "w") as log:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-c", SERVER],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=self.env,
-                    cwd=self.folder,
-                    text=True,
-                )
-        self.count += 1
-        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
-        request = {"code": code, "cwd": os.fspath(cwd), "env": env, "timeout": TIMEOUT_S}
-        request |= {"stdout": os.fspath(out), "stderr": os.fspath(err)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        # The server answers within the block's timeout; its start (importing TensorFlow)
-        # is given as long again.
-        if not select.select([self.process.stdout], [], [], 2 * TIMEOUT_S)[0]:
-            self.process.kill()
-            raise subprocess.TimeoutExpired(["<snippet server>"], 2 * TIMEOUT_S)
-        answer = self.process.stdout.readline()
-        if not answer:
-            log = (self.folder / "server.err").read_text(errors="replace")[-3000:]
-            raise AssertionError(f"the snippet server ended (exit {self.process.wait()}):\n{log}")
-        status = json.loads(answer)
-        if status == "timeout":
-            raise subprocess.TimeoutExpired(["<snippet>"], TIMEOUT_S)
-        return subprocess.CompletedProcess(
-            ["<snippet>"], status, out.read_text(errors="replace"), err.read_text(errors="replace")
-        )
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
-
-
-@pytest.fixture(scope="session")
-def snippet_server(docs_home: Path, tmp_path_factory):
-    server = SnippetServer(_env(docs_home), tmp_path_factory.mktemp("snippet_server"))
-    yield server
-    server.close()
-
-
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in BLOCKS])
-def test_snippet_runs(block: Block, docs_home: Path, snippet_server, tmp_path: Path):
+def test_snippet_runs(block: Block, docs_home: Path, tmp_path: Path):
     if block.skip is not None:
         pytest.skip(f"marked in the page: {block.skip.strip()}")
     env = _env(docs_home)
@@ -277,12 +165,10 @@ def test_snippet_runs(block: Block, docs_home: Path, snippet_server, tmp_path: P
         command, cwd = [sys.executable, "-c", block.code], tmp_path
     else:
         command, cwd = ["bash", "-e", "-c", block.code], REPO
-    if block.language == "python" and not FRESH.search(block.code):
-        done = snippet_server.run(block.code, cwd, env)
-    else:
-        done = subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
+    run = (
+        forks.run if block.language == "python" and not FRESH.search(block.code) else subprocess.run
+    )
+    done = run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, (
         f"{block.id} failed (exit {done.returncode}):\n{block.code}\n"
         f"--- output ---\n{(done.stdout + done.stderr)[-4000:]}"

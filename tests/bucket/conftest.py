@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.bucket import emulated, stores
+from tests.helpers import shared_folder
 from tests.loader.conftest import cats_array_record_dir  # noqa: F401  (a fixture)
 
 TFRECORD, ARRAY_RECORD = "tfrecord", "array_record"
@@ -22,17 +23,40 @@ def start_bucket(folder, tfrecord_dir, array_record_dir, scheme: str = "gs") -> 
         if scheme == "az" and stores.azurite_required():
             pytest.fail(f"CI=true and no Azurite here: {error}")
         pytest.skip(f"no emulated {scheme}:// store here: {error}")
-    bucket.upload(tfrecord_dir, TFRECORD)
-    bucket.upload(array_record_dir, ARRAY_RECORD)
+    try:
+        bucket.upload(tfrecord_dir, TFRECORD)
+        bucket.upload(array_record_dir, ARRAY_RECORD)
+    except BaseException:
+        bucket.close()
+        raise
     return bucket
+
+
+def shared_store(tmp_path_factory, scheme, tfrecord_dir, array_record_dir) -> emulated.Bucket:
+    """The run's store of `scheme`: its server started and the builds uploaded once per run,
+    by the first xdist worker to ask (`shared_folder`), not once per worker; each worker
+    reaches it through a proxy of its own, so that the requests a test counts are its
+    worker's. The server outlives the worker that started it: the process that ran the
+    tests ends it once every worker is done (`emulated.end_shared_servers`, from
+    tests/conftest.py). Tests that change what a shared store holds do so under names of
+    their own, as the other workers read it meanwhile."""
+
+    def start(folder):
+        store = start_bucket(folder, tfrecord_dir, array_record_dir, scheme)
+        server = store.emulator if scheme == "gs" else store
+        emulated.record_shared_server(folder, server.port, server.process)
+        store.proxy.close()
+
+    folder = shared_folder(tmp_path_factory, f"store-{scheme}", start)
+    return STORES[scheme](folder, port=emulated.shared_server_port(folder))
 
 
 @pytest.fixture(scope="session")
 def bucket(tmp_path_factory, cats_data_dir, cats_array_record_dir):  # noqa: F811
-    """One bucket (an emulator and its TLS proxy) for the reads of every test that leaves it
-    as it is, started once per xdist worker; a test that counts the requests forgets those
-    of earlier tests first (`bucket.proxy.reset()`)."""
-    bucket = start_bucket(tmp_path_factory.mktemp("bucket"), cats_data_dir, cats_array_record_dir)
+    """The run's bucket (an emulator, `shared_store`) behind this worker's TLS proxy, for the
+    reads of every test that leaves it as it is; a test that counts the requests forgets
+    those of earlier tests first (`bucket.proxy.reset()`)."""
+    bucket = shared_store(tmp_path_factory, "gs", cats_data_dir, cats_array_record_dir)
     yield bucket
     bucket.close()
 
@@ -57,12 +81,11 @@ def slowed_bucket(bucket):
 @pytest.fixture(scope="session", params=list(STORES))
 def store(request, tmp_path_factory, cats_data_dir, cats_array_record_dir):  # noqa: F811
     """`bucket`, and S3's and Azure's servers holding the same builds: each started once
-    per xdist worker, for the reads that leave them as they are."""
+    per run (`shared_store`), for the reads that leave them as they are."""
     if request.param == "gs":
         yield request.getfixturevalue("bucket")
         return
-    folder = tmp_path_factory.mktemp(request.param)
-    store = start_bucket(folder, cats_data_dir, cats_array_record_dir, request.param)
+    store = shared_store(tmp_path_factory, request.param, cats_data_dir, cats_array_record_dir)
     yield store
     store.close()
 

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -101,11 +102,12 @@ runpy.run_module("gcp_storage_emulator", run_name="__main__", alter_sys=True)
 
 
 class Emulator:
-    """`gcp-storage-emulator` in a child process, in memory, on a free loopback port."""
+    """`gcp-storage-emulator` in a child process, in memory, on a free loopback port (or
+    the one at `port`, which another process started: `stop` leaves it running)."""
 
-    def __init__(self, bucket: str):
+    def __init__(self, bucket: str, port: int | None = None):
         self.bucket = bucket
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Emulator:
@@ -143,6 +145,66 @@ def end_server(process: subprocess.Popen) -> None:
             process.wait(30)
 
 
+# The file, in a shared store's folder (`tests.bucket.conftest.shared_store`), that names its
+# server's port and process for the xdist workers that reach it and for `end_shared_servers`.
+SERVER_FILE = "server.json"
+
+
+def record_shared_server(folder: Path, port: int, process: subprocess.Popen) -> None:
+    """Names the server of a store that the run's workers share, in `folder`."""
+    (folder / SERVER_FILE).write_text(json.dumps({"port": port, "pid": process.pid}))
+
+
+def shared_server_port(folder: Path) -> int:
+    return json.loads((folder / SERVER_FILE).read_text())["port"]
+
+
+def end_shared_servers(base: Path) -> None:
+    """Ends the servers of the stores the run's workers shared (in folders under `base`,
+    the run's temporary folder): called once the run is over, by the process that ran it,
+    as the worker that started a server may have ended long before the others' last read.
+    Each is terminated, then killed if it has not ended in 30 s."""
+    for record in sorted(base.glob(f"*/{SERVER_FILE}")):
+        pid = json.loads(record.read_text())["pid"]
+        for signal_number in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, signal_number)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _running(pid):
+                time.sleep(0.1)
+            if not _running(pid):
+                break
+        record.unlink()
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` has not ended (a child of this process that has is reaped; one
+    that is not, an ended one that its parent has not reaped yet, is ended)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return False
+    except ChildProcessError:
+        pass  # not a child of this process: started by a worker
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass  # no /proc here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# What `make_certificates` names its files, in the order it gives them.
+CERTIFICATES = ("ca.pem", "server.pem", "server.key")
+
+
 def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
     """(CA certificate, server certificate, server key) for `HOSTS`, made with openssl
     (or, where it is not installed, with the cryptography package)."""
@@ -150,8 +212,8 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
     openssl = shutil.which("openssl")
     if openssl is None:
         return _certificates_with_cryptography(folder)
-    ca, ca_key = folder / "ca.pem", folder / "ca.key"
-    cert, key, csr = folder / "server.pem", folder / "server.key", folder / "server.csr"
+    (ca, cert, key), ca_key = (folder / n for n in CERTIFICATES), folder / "ca.key"
+    csr = folder / "server.csr"
     extensions = folder / "server.ext"
     names = ",".join(f"DNS:{h}" for h in (*HOSTS, "*.googleapis.com"))
     extensions.write_text(
@@ -218,7 +280,7 @@ def _certificates_with_cryptography(folder: Path) -> tuple[Path, Path, Path]:
             (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
         ],
     )  # fmt: skip
-    ca, cert, key_path = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    ca, cert, key_path = (folder / n for n in CERTIFICATES)
     ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
@@ -569,11 +631,18 @@ class Bucket:
 
     scheme = "gs"
 
-    def __init__(self, folder: Path, name: str = "fast-tfds-test"):
+    def __init__(self, folder: Path, name: str = "fast-tfds-test", port: int | None = None):
+        """A new emulator and certificates in `folder`; or, given `port`, the emulator
+        another process started there (with its certificates in `folder`), behind a proxy
+        of this process's own, so that the requests it counts are this process's."""
         self.name = name
         self.folder = folder
-        self.ca, self.cert, self.key = make_certificates(folder / "tls")
-        self.emulator = Emulator(name).start()
+        if port is None:
+            self.ca, self.cert, self.key = make_certificates(folder / "tls")
+            self.emulator = Emulator(name).start()
+        else:
+            self.ca, self.cert, self.key = (folder / "tls" / n for n in CERTIFICATES)
+            self.emulator = Emulator(name, port)
         self.proxy = Proxy(self.emulator.port, self.cert, self.key)
 
     def behind_own_proxy(self) -> Bucket:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import forks
 from tests.bucket.emulated import Bucket, child_env
 from tests.children import TIMEOUT_S, Child
 from tests.helpers import REPO
@@ -83,8 +84,9 @@ def _output(row) -> Output:
 
 
 def start(bucket: Bucket, code: str, args=(), **env: str) -> Child:
-    """A child running `PREAMBLE` + `code`, with `args` in its sys.argv."""
-    return Child(
+    """A child running `PREAMBLE` + `code`, with `args` in its sys.argv: a fork of a server
+    that has imported TensorFlow where the code allows (`tests.forks.child`)."""
+    return forks.child(
         [sys.executable, "-c", PREAMBLE + code, *args],
         cwd=REPO,
         env=child_env(bucket, **env),

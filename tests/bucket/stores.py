@@ -54,9 +54,16 @@ class Store:
 
     scheme: str
 
-    def __init__(self, folder: Path, name: str = "fast-tfds-test"):
+    def __init__(self, folder: Path, name: str = "fast-tfds-test", port: int | None = None):
+        """A new server, run from `folder`; or, given `port`, the server another process
+        started, behind a proxy of this process's own (as `emulated.Bucket`'s)."""
         self.name = name
         self.folder = folder
+        self.process: subprocess.Popen | None = None
+        if port is not None:
+            self.port = port
+            self.proxy = Proxy(self.port)
+            return
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.process = subprocess.Popen(
@@ -113,8 +120,10 @@ class Store:
         raise NotImplementedError
 
     def stop(self) -> None:
-        """Ends the server (and with it every object): the store is gone."""
-        end_server(self.process)
+        """Ends the server (and with it every object): the store is gone. (A server another
+        process started is left running.)"""
+        if self.process is not None:
+            end_server(self.process)
 
     def close(self) -> None:
         if hasattr(self, "proxy"):
@@ -186,9 +195,10 @@ class S3Bucket(Store):
         """moto's own checking of every request's access key and signature (as S3's), on
         for the block, then off again; yields the credentials (AWS_* variables) of an IAM
         user that may read and write the bucket. moto checks nothing by default; its
-        `/moto-api/reset-auth` switches the running server (after 0 more requests), so the
-        server the tests share serves this too (one started per test costs seconds). The
-        user is made through moto's IAM API while nothing is checked yet."""
+        `/moto-api/reset-auth` switches the running server (after 0 more requests): all
+        its readers', so a server of the test's own (`own_store`), never the run's, which
+        other xdist workers read meanwhile. The user is made through moto's IAM API while
+        nothing is checked yet."""
         if not hasattr(self, "_user"):
             import boto3
 

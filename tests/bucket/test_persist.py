@@ -12,6 +12,7 @@ counted at the proxy (`Proxy.media_reads`).
 from __future__ import annotations
 
 import collections
+import re
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,14 @@ SHARD = f"{VERSION}/cats_vs_dogs_fast-train.{{}}-00003-of-00016"
 SHARD_MARKS = (".tfrecord-", ".array_record-")
 
 
-@pytest.fixture(scope="module")
-def bucket(bucket, cats_both_formats_dir):
-    """The shared bucket, with the both-formats build under gs://BUCKET/both too. (A test
-    here uploads a shard again with the same bytes: a new generation, the same examples.)"""
-    bucket.upload(cats_both_formats_dir, BOTH)
-    return bucket
+def own_copy(bucket, local: Path, prefix: str, request) -> str:
+    """`local` uploaded under a prefix of this test's own, named after `prefix`: the store is
+    the run's, read by the other xdist workers meanwhile, and a test here uploads a shard
+    again (a new version, the same examples), which would change what a persisted read of
+    theirs is keyed by."""
+    own = f"{prefix}-{re.sub(r'[^A-Za-z0-9_-]+', '-', request.node.name)}"
+    bucket.upload(local, own)
+    return own
 
 
 def run(bucket, plan) -> tuple[dict, str, dict[str, list[str]]]:
@@ -97,6 +100,11 @@ def next_run_and_rewrite(bucket, kinds: list[str], tmp_path: Path, request) -> N
     own: the first fills a file, the next serves from it, and after each kind's shard is
     uploaded again, the last fills a new one."""
     locals_ = {kind: request.getfixturevalue(CASES[kind][1]) for kind in kinds}
+    own = {}  # {prefix: the prefix of this test's own copy of the build under it}
+    for kind in kinds:
+        if CASES[kind][0] not in own:
+            own[CASES[kind][0]] = own_copy(bucket, locals_[kind], CASES[kind][0], request)
+    prefixes = {kind: own[CASES[kind][0]] for kind in kinds}
     caches = {kind: tmp_path / kind for kind in kinds}
     for cache in caches.values():
         cache.mkdir()
@@ -105,7 +113,7 @@ def next_run_and_rewrite(bucket, kinds: list[str], tmp_path: Path, request) -> N
         return [
             (
                 kind,
-                bucket.url(CASES[kind][0]),
+                bucket.url(prefixes[kind]),
                 caches[kind],
                 locals_[kind] if with_local else None,
             )
@@ -132,8 +140,8 @@ def next_run_and_rewrite(bucket, kinds: list[str], tmp_path: Path, request) -> N
     # S3: a multipart ETag; Azure: a new ETag), so a new key and a new fill.
     rewritten = {}
     for kind in kinds:
-        prefix, _, shard = CASES[kind]
-        name = f"{prefix}/{shard}"
+        shard = CASES[kind][2]
+        name = f"{prefixes[kind]}/{shard}"
         if name not in rewritten.values():
             before = bucket.version(name)
             assert bucket.rewrite(name, (locals_[kind] / shard).read_bytes()) != before
@@ -150,12 +158,12 @@ def next_run_and_rewrite(bucket, kinds: list[str], tmp_path: Path, request) -> N
 
 
 def test_a_file_filled_by_as_fast_dataset_serves_the_loader_from_the_bucket(
-    bucket, cats_both_formats_dir, tmp_path
+    bucket, cats_both_formats_dir, tmp_path, request
 ):
     """One key for both back ends: the objects of every format in the folder."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    url = bucket.url(BOTH)
+    url = bucket.url(own_copy(bucket, cats_both_formats_dir, BOTH, request))
     filled, stderr, _ = run(bucket, [("tf-augment", url, cache, cats_both_formats_dir)])
     assert same(filled["tf-augment:gs0"], filled["tf-augment:local0"]), stderr[-3000:]
     (made,) = files(cache)

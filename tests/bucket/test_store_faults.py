@@ -79,13 +79,16 @@ def test_a_store_that_stops_answering_ends_the_read_within_the_read_timeout(
     own_store.proxy.release.set()
 
 
-@pytest.mark.parametrize("store", ["s3", "az"], indirect=True)
+@pytest.mark.parametrize("own_store", ["s3", "az"], indirect=True)
 @KINDS
-def test_wrong_credentials_are_one_line_naming_the_build(store, kind):
-    """The stores' own checks, on the servers the tests share: Azurite checks each
-    request's shared-key signature, as Azure does; moto checks S3's access keys and
-    signatures once switched to (`S3Bucket.authenticating`), and knows no key but its IAM
-    user's then: the suite's own key is a wrong one. Nothing is read."""
+def test_wrong_credentials_are_one_line_naming_the_build(own_store, kind):
+    """The stores' own checks: Azurite checks each request's shared-key signature, as Azure
+    does; moto checks S3's access keys and signatures once switched to
+    (`S3Bucket.authenticating`), and knows no key but its IAM user's then: the suite's own
+    key is a wrong one. Nothing is read. On servers of the test's own: switched on, moto's
+    checks would refuse the reads that other xdist workers make of the run's S3 server
+    meanwhile."""
+    store = own_store
     with contextlib.ExitStack() as stack:
         if store.scheme == "s3":
             allowed = stack.enter_context(store.authenticating())

@@ -167,7 +167,8 @@ print(json.dumps([[digest(i), int(y), int(k)] for _ in range(2)
 
 @pytest.mark.parametrize("cache", ["cache", "stream"])
 def test_another_process_reads_the_same_order(cache, tf_data, cats_split):
-    out = run_ok([sys.executable, "-c", CHILD, os.fspath(tf_data.data_dir), cache], env=child_env())
+    command = [sys.executable, "-c", CHILD, os.fspath(tf_data.data_dir), cache]
+    out = run_ok(command, env=child_env(), fork=True)
     line = next(line for line in out.splitlines() if line.startswith("[["))
     got = [tuple(row) for row in json.loads(line)]
     assert got == _expected(cats_split) * 2

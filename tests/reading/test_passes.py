@@ -197,7 +197,9 @@ def test_a_new_process_resumes_where_an_uninterrupted_run_is(cache, tf_data):
     ds = progressive(tf_data, cache=cache == "cache")
     epochs = [batches(ds) for _ in range(3)]
     out = run_ok(
-        [sys.executable, "-c", RESUMED_CHILD, os.fspath(tf_data.data_dir), cache], env=child_env()
+        [sys.executable, "-c", RESUMED_CHILD, os.fspath(tf_data.data_dir), cache],
+        env=child_env(),
+        fork=True,
     )
     line = next(line for line in out.splitlines() if line.startswith("[["))
     expected = [[digest(x), i.tolist()] for x, _, i in epochs[1][2:] + epochs[2][:2]]

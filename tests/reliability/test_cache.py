@@ -2,7 +2,8 @@
 another process: never a crash, never a short or stale epoch.
 
 Real processes: a child writing a file cache pauses mid-epoch and is SIGKILLed, or
-stays paused while this process reads the same dataset with the same cache path.
+stays paused while this process reads the same dataset with the same cache path. The
+children are forks of a server that has imported TensorFlow (`tests.forks`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 import cats_vs_dogs_fast
 from tests.children import Child
+from tests.forks import ForkedChild
 from tests.helpers import assert_exactly_once, filenames_of
 
 # Reads the train split with a file cache, printing each filename; in the first epoch
@@ -59,7 +61,7 @@ def read(data_dir, cache, split="train", **options):
 
 def start_child(data_dir, cache, *, epochs: int, pause_after: int) -> Child:
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return Child(
+    return ForkedChild(
         [sys.executable, "-c", _CHILD, os.fspath(data_dir), os.fspath(cache), str(epochs)]
         + [str(pause_after)],
         env=env,

@@ -15,8 +15,10 @@ reader too: (pixel digest, label) pairs, counted.
 
 Cost: each child process imports the library (and TensorFlow for tf.data), so the files
 that several tests start from are filled once per test run, in one child process, and
-shared by the xdist workers (`filled`); a test copies the cache folder it changes. Every
-wait on a child process has a timeout (`tests/children.py`).
+shared by the xdist workers (`filled`); a test copies the cache folder it changes. The
+children are forks of a server that has imported TensorFlow (`tests.forks`), but for those
+whose loader starts worker processes. Every wait on a child process has a timeout
+(`tests/children.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import cats_vs_dogs_fast
 from fast_tfds import Augment
 from fast_tfds.cache import persistent_format
 from tests.children import TIMEOUT_S, Child
+from tests.forks import ForkedChild
 from tests.helpers import child_env, fast_tfds_cache, listed_line, shared_folder
 from tests.pairs import Output, Truth, digest
 
@@ -145,8 +148,11 @@ class Job(NamedTuple):
 
 
 def start(*jobs: Job, hide: tuple[str, ...] = ()) -> Child:
+    """The child running `jobs`: a fork of a server that has imported TensorFlow
+    (`tests.forks`), or, where the loader starts worker processes, an interpreter of its own."""
     jobs_json = json.dumps([job.as_json() for job in jobs])
-    return Child(
+    kind = Child if any(job.workers for job in jobs) else ForkedChild
+    return kind(
         [sys.executable, "-c", _CHILD, jobs_json, ",".join(hide)],
         stdin=subprocess.PIPE,
         env=child_env(),
