@@ -83,10 +83,12 @@ def _output(row) -> Output:
     return Output(digest, label, filename, boxes)
 
 
-def start(bucket: Bucket, code: str, args=(), **env: str) -> Child:
+def start(bucket: Bucket, code: str, args=(), own_interpreter: bool = False, **env: str) -> Child:
     """A child running `PREAMBLE` + `code`, with `args` in its sys.argv: a fork of a server
-    that has imported TensorFlow where the code allows (`tests.forks.child`)."""
-    return forks.child(
+    that has imported TensorFlow where the code allows (`tests.forks.child`), unless
+    `own_interpreter`."""
+    make = Child if own_interpreter else forks.child
+    return make(
         [sys.executable, "-c", PREAMBLE + code, *args],
         cwd=REPO,
         env=child_env(bucket, **env),
