@@ -31,8 +31,8 @@ import functools
 import numpy as np
 
 from fast_tfds.augment import draws
-from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.windows import Rectangles
+from fast_tfds.core.options import check_number
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])

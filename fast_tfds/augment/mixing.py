@@ -32,8 +32,8 @@ import cv2
 import numpy as np
 
 from fast_tfds.augment import kernels, windows
-from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.spec import Augment
+from fast_tfds.core.options import check_number
 
 # The batch's key in `windows.uniforms`: a different epoch stream than the examples'
 # (bit 62 set), so batch b never shares draws with example b.

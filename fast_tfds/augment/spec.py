@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from fast_tfds.augment.checks import check_number
+from fast_tfds.core.options import check_number
 
 CROPS = ("random_resized", "center", None)
 # Fields added after saved loader states existed: left out of the repr (the state's

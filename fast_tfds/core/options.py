@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -30,15 +31,23 @@ SEED_LIMIT = 2**32
 SEED_RANGE = (-(2**63), 2**64)
 
 
+def check_number(name: str, value: Any, fits: Callable, must: str, *, kind=(int, float)) -> None:
+    """A one-line ValueError "name=value: must be <must>" unless `value` is a `kind`, not a
+    bool, and `fits(value)` (NaN fits no range). The one check of a number option, here
+    and in `fast_tfds.augment`'s classes."""
+    if isinstance(value, bool) or not isinstance(value, kind) or not fits(value):
+        raise ValueError(f"{name}={value!r}: must be {must}")
+
+
 def check_int(name: str, value: Any, *, minimum: int = 1, optional: bool = False) -> None:
     """`value` is an int >= minimum (or None, when optional)."""
     if optional and value is None:
         return
-    if not is_int(value) or value < minimum:
-        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
-            minimum, f"an integer >= {minimum}"
-        )
-        raise ValueError(f"{name}={value!r}: must be {kind}{' or None' if optional else ''}")
+    kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
+        minimum, f"an integer >= {minimum}"
+    )
+    must = f"{kind}{' or None' if optional else ''}"
+    check_number(name, value, lambda v: v >= minimum, must, kind=int)
 
 
 def check_batch_size(batch_size: Any, *, optional: bool = True) -> None:

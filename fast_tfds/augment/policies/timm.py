@@ -38,8 +38,8 @@ import re
 
 import numpy as np
 
-from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.core.options import check_number
 
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitude 10 is each op's full range
 IMAGENET_MEAN_FILL = (124, 116, 104)  # round(255 * (0.485, 0.456, 0.406))

@@ -28,8 +28,8 @@ import dataclasses
 
 import numpy as np
 
-from fast_tfds.augment.checks import check_number
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.core.options import check_number
 
 OPS = (
     "identity",
