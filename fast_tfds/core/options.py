@@ -50,11 +50,6 @@ def check_int(name: str, value: Any, *, minimum: int = 1, optional: bool = False
     check_number(name, value, lambda v: v >= minimum, must, kind=int)
 
 
-def check_batch_size(batch_size: Any, *, optional: bool = True) -> None:
-    """A positive number of examples per batch; None (unbatched) where `optional`."""
-    check_int("batch_size", batch_size, optional=optional)
-
-
 def check_seed(seed: Any) -> None:
     """A 64-bit seed (of either sign) or None, the same in both back ends."""
     if seed is None:
@@ -68,11 +63,6 @@ def check_seed(seed: Any) -> None:
 def check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r}: must be True or False")
-
-
-def check_num_epochs(num_epochs: Any) -> None:
-    """Passes per iteration: a positive integer, or None for endless."""
-    check_int("num_epochs", num_epochs, optional=True)
 
 
 def check_shard(shard_index: Any, shard_count: Any) -> None:
@@ -91,11 +81,6 @@ def check_persist(persist: Any, cache: Any, *, in_memory: bool) -> None:
         raise ValueError(
             f"persist=True: keeps the in-memory cache (cache=True) in a file, and cache={cache!r}"
         )
-
-
-def check_cache_budget(cache_budget: Any) -> None:
-    """Bytes the in-memory cache may take; None: a share of what the process may use."""
-    check_int("cache_budget", cache_budget, optional=True)
 
 
 # Where the package's own frames are: a warning about a keyword points past them.
@@ -144,13 +129,16 @@ def check_shared(opts: Any, *, unbatched: bool, in_memory: bool) -> None:
     (unbatched examples) is allowed; `in_memory`: `cache` asks for the in-memory cache
     that `persist` keeps in a file. Each back end checks `cache` itself first (the two
     take different values)."""
-    check_batch_size(opts.batch_size, optional=unbatched)
+    # Examples per batch; None (unbatched examples) where `unbatched`.
+    check_int("batch_size", opts.batch_size, optional=unbatched)
     check_bool("shuffle", opts.shuffle)
     check_seed(opts.seed)
-    check_num_epochs(opts.num_epochs)
+    # Passes per iteration; None: endless.
+    check_int("num_epochs", opts.num_epochs, optional=True)
     check_bool("drop_remainder", opts.drop_remainder)
     check_shard(opts.shard_index, opts.shard_count)
-    check_cache_budget(opts.cache_budget)
+    # Bytes the in-memory cache may take; None: a share of what the process may use.
+    check_int("cache_budget", opts.cache_budget, optional=True)
     check_int("cache_shorter_side", opts.cache_shorter_side, optional=True)
     check_cache_dir(opts.cache_dir)
     check_persist(opts.persist, opts.cache, in_memory=in_memory)
