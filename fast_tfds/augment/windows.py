@@ -77,12 +77,6 @@ class Windows(Rectangles):
         )
 
 
-def uniforms(seed: int, epoch: int, indices, columns: int = DRAWS) -> np.ndarray:
-    """[len(indices), columns] uniforms in [0, 1) (`draws.uniforms`), the windows' own
-    columns by default."""
-    return draws.uniforms(seed, epoch, indices, columns)
-
-
 def sample(
     augment: Augment | None,
     seed: int,
@@ -106,7 +100,7 @@ def sample(
         raise ValueError(
             f"{len(np.asarray(indices).reshape(-1))} indices, {n} heights, {len(widths)} widths"
         )
-    u = uniforms(seed, epoch, indices) if augment.random else np.zeros((n, DRAWS))
+    u = draws.uniforms(seed, epoch, indices, DRAWS) if augment.random else np.zeros((n, DRAWS))
     if augment.crop == "random_resized":
         top, left, height, width = _random_resized(augment, u, heights, widths)
     elif augment.crop == "center":
