@@ -317,18 +317,12 @@ def _warp(
     if bottom_in < 255:
         np.minimum(alpha[-2], bottom_in, out=alpha[-2])
     warped = kernels.scratch("warped", (height, width, 4))
-    cv2.warpAffine(
-        source,
-        opencv,
-        (width, height),
-        dst=warped,
-        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-        # Past the ring: every such pixel is filled, and OpenCV samples it 6-14 times
-        # faster as a constant than by repeating the edge (a sheared picture: 0.11
-        # against 0.21 ms). Repeated where a pixel op reads the picture before its
-        # fill is painted (`blank` False), so that it reads no black.
-        borderMode=cv2.BORDER_CONSTANT if blank else cv2.BORDER_REPLICATE,
-    )
+    # Past the ring: every such pixel is filled, and OpenCV samples it 6-14 times faster
+    # as a constant than by repeating the edge (a sheared picture: 0.11 against 0.21 ms).
+    # Repeated where a pixel op reads the picture before its fill is painted (`blank`
+    # False), so that it reads no black.
+    border = cv2.BORDER_CONSTANT if blank else cv2.BORDER_REPLICATE
+    _warp_affine(source, opencv, warped, cv2.INTER_LINEAR, border)
     if mask is not None:
         _outside_into(warped, mask)
     cv2.cvtColor(warped, cv2.COLOR_RGBA2RGB, dst=out)
@@ -409,13 +403,14 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         _paint_outside(out, rows, columns, fill)
         return
     mask = kernels.scratch("fill mask", (height, width))
-    cv2.warpAffine(
-        kernels.scratch("blank frame", (height, width)),  # never written: all zeros
-        remaining,
-        (width, height),
-        dst=mask,
-        flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-        borderMode=cv2.BORDER_CONSTANT,
-        borderValue=255,
-    )
+    blank = kernels.scratch("blank frame", (height, width))  # never written: all zeros
+    _warp_affine(blank, remaining, mask, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 255)
     cv2.copyTo(fill, mask, out)
+
+
+def _warp_affine(source, opencv: np.ndarray, dst: np.ndarray, interpolation, border, value=0):
+    """dst <- source at `opencv` (2x3, OpenCV's coordinates: dst pixel -> source pixel),
+    `border` (with `value` where constant) past the source's edges."""
+    flags = interpolation | cv2.WARP_INVERSE_MAP
+    size = (dst.shape[1], dst.shape[0])
+    cv2.warpAffine(source, opencv, size, dst=dst, flags=flags, borderMode=border, borderValue=value)
