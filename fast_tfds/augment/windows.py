@@ -129,21 +129,32 @@ def _factor(amount: float, u: np.ndarray) -> np.ndarray:
     return (low + u * (1.0 + amount - low)).astype(np.float32)
 
 
+def tried_sides(area, scale, ratio, u_scale, u_ratio) -> tuple[np.ndarray, np.ndarray]:
+    """int64 (round(sqrt(a r)), round(sqrt(a / r))) of each try of a box whose area a is
+    `area` times a uniform in `scale` and whose ratio r is log-uniform in `ratio`: the
+    draw of torchvision's RandomResizedCrop (r: width / height) and of timm's
+    RandomErasing (r: height / width)."""
+    target = (scale[0] + u_scale * (scale[1] - scale[0])) * area
+    log_low, log_high = np.log(ratio[0]), np.log(ratio[1])
+    r = np.exp(log_low + u_ratio * (log_high - log_low))
+    long = np.round(np.sqrt(target * r)).astype(np.int64)
+    return long, np.round(np.sqrt(target / r)).astype(np.int64)
+
+
+def first_fit(fits: np.ndarray, *tried: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row of `fits` (bool [n, tries]): whether any try fits, then each of `tried`
+    ([n, tries]) at the first one that does (at try 0 where none does)."""
+    rows, first = np.arange(len(fits)), np.argmax(fits, axis=1)
+    return fits[rows, first], *(values[rows, first] for values in tried)
+
+
 def _random_resized(augment: Augment, u, heights, widths):
     """torchvision's `RandomResizedCrop.get_params`, all tries of all examples at once."""
     area = (heights * widths).astype(np.float64)[:, None]
-    target = area * (
-        augment.scale[0] + u[:, _AREA : _AREA + TRIES] * np.subtract(*augment.scale[::-1])
-    )
-    log_low, log_high = np.log(augment.ratio[0]), np.log(augment.ratio[1])
-    aspect = np.exp(log_low + u[:, _RATIO : _RATIO + TRIES] * (log_high - log_low))
-    w = np.round(np.sqrt(target * aspect)).astype(np.int64)
-    h = np.round(np.sqrt(target / aspect)).astype(np.int64)
+    u_area, u_ratio = u[:, _AREA : _AREA + TRIES], u[:, _RATIO : _RATIO + TRIES]
+    w, h = tried_sides(area, augment.scale, augment.ratio, u_area, u_ratio)
     fits = (w > 0) & (h > 0) & (w <= widths[:, None]) & (h <= heights[:, None])
-    first = np.argmax(fits, axis=1)
-    found = fits[np.arange(len(first)), first]
-    h = h[np.arange(len(first)), first]
-    w = w[np.arange(len(first)), first]
+    found, h, w = first_fit(fits, h, w)
     # torch.randint(0, H - h + 1): a uniform integer position.
     top = np.floor(u[:, _TOP] * (heights - h + 1)).astype(np.int64)
     left = np.floor(u[:, _LEFT] * (widths - w + 1)).astype(np.int64)
