@@ -68,15 +68,10 @@ def sample(probability: float, seed: int, epoch: int, indices, output_size) -> B
     found &= u[:, 0] <= probability  # timm: skip if random() > p
     top = np.floor(u_top * (height - h + 1)).astype(np.int64)
     left = np.floor(u_left * (width - w + 1)).astype(np.int64)
-    zero = np.zeros(n, np.int64)
     seeds = (u[:, -1] * 2.0**31).astype(np.int64)
-    return Boxes(
-        top=np.where(found, top, zero),
-        left=np.where(found, left, zero),
-        height=np.where(found, h, zero),
-        width=np.where(found, w, zero),
-        seeds=seeds,
-    )
+    # No box: all four 0 (height 0 is what `erase_into` skips).
+    top, left, h, w = (np.where(found, v, 0) for v in (top, left, h, w))
+    return Boxes(top=top, left=left, height=h, width=w, seeds=seeds)
 
 
 @functools.cache
