@@ -181,9 +181,6 @@ def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
     h = np.clip(np.round(out_height * scale), 1, heights).astype(np.int64)
     w = np.clip(np.round(out_width * scale), 1, widths).astype(np.int64)
     # torchvision's center_crop: int(round((H - h) / 2)).
-    return (
-        np.round((heights - h) / 2).astype(np.int64),
-        np.round((widths - w) / 2).astype(np.int64),
-        h,
-        w,
-    )
+    top = np.round((heights - h) / 2).astype(np.int64)
+    left = np.round((widths - w) / 2).astype(np.int64)
+    return top, left, h, w
