@@ -166,12 +166,9 @@ def _random_resized(augment: Augment, u, heights, widths):
     fh[narrow] = np.maximum(1, np.round(widths[narrow] / augment.ratio[0])).astype(np.int64)
     fw[wide] = np.maximum(1, np.round(heights[wide] * augment.ratio[1])).astype(np.int64)
     ftop, fleft = (heights - fh) // 2, (widths - fw) // 2
-    return (
-        np.where(found, top, ftop),
-        np.where(found, left, fleft),
-        np.where(found, h, fh),
-        np.where(found, w, fw),
-    )
+    # Where no try fits, the fallback.
+    top, left = np.where(found, top, ftop), np.where(found, left, fleft)
+    return top, left, np.where(found, h, fh), np.where(found, w, fw)
 
 
 def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
