@@ -95,11 +95,9 @@ def sample(
     augment = augment or NO_AUGMENT
     heights = np.asarray(heights, np.int64).reshape(-1)
     widths = np.asarray(widths, np.int64).reshape(-1)
-    n = len(heights)
-    if len(widths) != n or len(np.asarray(indices).reshape(-1)) != n:
-        raise ValueError(
-            f"{len(np.asarray(indices).reshape(-1))} indices, {n} heights, {len(widths)} widths"
-        )
+    n, count = len(heights), len(np.asarray(indices).reshape(-1))
+    if len(widths) != n or count != n:
+        raise ValueError(f"{count} indices, {n} heights, {len(widths)} widths")
     u = draws.uniforms(seed, epoch, indices, DRAWS) if augment.random else np.zeros((n, DRAWS))
     if augment.crop == "random_resized":
         top, left, height, width = _random_resized(augment, u, heights, widths)
