@@ -31,8 +31,8 @@ import functools
 import numpy as np
 
 from fast_tfds.augment import draws
-from fast_tfds.augment.checks import check_number
-from fast_tfds.augment.windows import Rectangles
+from fast_tfds.augment.windows import Rectangles, first_fit, tried_sides
+from fast_tfds.core.options import check_number
 
 MEAN = 255 * np.array([0.485, 0.456, 0.406])
 STD = 255 * np.array([0.229, 0.224, 0.225])
@@ -60,27 +60,18 @@ def sample(probability: float, seed: int, epoch: int, indices, output_size) -> B
     u = draws.block(seed, epoch, indices, draws.ERASE, draws.ERASE_DRAWS)
     n, tries = len(u), draws.ERASE_TRIES
     tried = u[:, 1 : 1 + 4 * tries].reshape(n, tries, 4)
-    area = (MIN_AREA + tried[..., 0] * (MAX_AREA - MIN_AREA)) * (height * width)
-    log_low, log_high = np.log(MIN_ASPECT), np.log(1 / MIN_ASPECT)
-    aspect = np.exp(log_low + tried[..., 1] * (log_high - log_low))
-    h = np.round(np.sqrt(area * aspect)).astype(np.int64)
-    w = np.round(np.sqrt(area / aspect)).astype(np.int64)
-    fits = (h < height) & (w < width)
-    first = np.argmax(fits, axis=1)
-    rows = np.arange(n)
-    found = fits[rows, first] & (u[:, 0] <= probability)  # timm: skip if random() > p
-    h, w = h[rows, first], w[rows, first]
-    top = np.floor(tried[rows, first, 2] * (height - h + 1)).astype(np.int64)
-    left = np.floor(tried[rows, first, 3] * (width - w + 1)).astype(np.int64)
-    zero = np.zeros(n, np.int64)
-    seeds = (u[:, -1] * 2.0**31).astype(np.int64)
-    return Boxes(
-        top=np.where(found, top, zero),
-        left=np.where(found, left, zero),
-        height=np.where(found, h, zero),
-        width=np.where(found, w, zero),
-        seeds=seeds,
+    aspects = (MIN_ASPECT, 1 / MIN_ASPECT)
+    h, w = tried_sides(height * width, (MIN_AREA, MAX_AREA), aspects, tried[..., 0], tried[..., 1])
+    found, h, w, u_top, u_left = first_fit(
+        (h < height) & (w < width), h, w, tried[..., 2], tried[..., 3]
     )
+    found &= u[:, 0] <= probability  # timm: skip if random() > p
+    top = np.floor(u_top * (height - h + 1)).astype(np.int64)
+    left = np.floor(u_left * (width - w + 1)).astype(np.int64)
+    seeds = (u[:, -1] * 2.0**31).astype(np.int64)
+    # No box: all four 0 (height 0 is what `erase_into` skips).
+    top, left, h, w = (np.where(found, v, 0) for v in (top, left, h, w))
+    return Boxes(top=top, left=left, height=h, width=w, seeds=seeds)
 
 
 @functools.cache

@@ -179,11 +179,9 @@ def scratch(name: str, shape: tuple[int, ...], dtype=np.uint8) -> np.ndarray:
 def _resize_into(crop: np.ndarray, out: np.ndarray) -> None:
     """`jpeg_blocks.resize_into`'s filters (bilinear; the area filter for shrinks past
     2x), without its copy to contiguous memory: a crop of a cached picture is a view
-    with the picture's row stride, which OpenCV reads as it is."""
+    with the picture's row stride, which OpenCV reads as it is. A crop of the output's
+    size is copied as it is (OpenCV's resize copies when the sizes are equal)."""
     height, width = out.shape[:2]
-    if crop.shape[:2] == (height, width):
-        out[...] = crop
-        return
     far = crop.shape[0] > 2 * height or crop.shape[1] > 2 * width
     cv2.resize(
         crop, (width, height), dst=out, interpolation=cv2.INTER_AREA if far else cv2.INTER_LINEAR

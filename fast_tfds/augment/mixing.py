@@ -31,11 +31,11 @@ import dataclasses
 import cv2
 import numpy as np
 
-from fast_tfds.augment import kernels, windows
-from fast_tfds.augment.checks import check_number
+from fast_tfds.augment import draws, kernels
 from fast_tfds.augment.spec import Augment
+from fast_tfds.core.options import check_number
 
-# The batch's key in `windows.uniforms`: a different epoch stream than the examples'
+# The batch's key in `draws.uniforms`: a different epoch stream than the examples'
 # (bit 62 set), so batch b never shares draws with example b.
 _BATCH_STREAM = 1 << 62
 
@@ -79,8 +79,8 @@ class Mix:
 
     def draw(self, seed: int, epoch: int, batch: int, height: int, width: int):
         """(lambda, box or None): box (y0, y1, x0, x1) for CutMix; lambda corrected."""
-        key = windows.uniforms(seed, epoch ^ _BATCH_STREAM, [batch], 4)[0]
-        if not (self.mixup_alpha > 0 or self.cutmix_alpha > 0) or key[0] >= self.prob:
+        key = draws.uniforms(seed, epoch ^ _BATCH_STREAM, [batch], 4)[0]
+        if not self.mixes or key[0] >= self.prob:
             return 1.0, None
         rng = np.random.Generator(np.random.Philox(int(key[1] * 2.0**53)))
         if self.mixup_alpha > 0 and self.cutmix_alpha > 0:

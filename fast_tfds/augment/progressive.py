@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fast_tfds.core.options import is_int
-from fast_tfds.core.sizes import check_image_size
+from fast_tfds.core.sizes import check_image_size, is_int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from fast_tfds.augment.checks import check_number
+from fast_tfds.core.options import check_bool, check_number
 
 CROPS = ("random_resized", "center", None)
 # Fields added after saved loader states existed: left out of the repr (the state's
@@ -106,8 +106,7 @@ class Augment:
             raise ValueError(f"crop={self.crop!r}: must be 'random_resized', 'center' or None")
         object.__setattr__(self, "scale", _pair("scale", self.scale, 0.0, 1.0))
         object.__setattr__(self, "ratio", _pair("ratio", self.ratio, 0.0, math.inf))
-        if not isinstance(self.flip, bool):
-            raise ValueError(f"flip={self.flip!r}: must be True or False")
+        check_bool("flip", self.flip)
         for name, (fits, must) in _RANGES.items():
             value = getattr(self, name)
             number = _number(name, value)

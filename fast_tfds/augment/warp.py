@@ -83,7 +83,7 @@ class Plan:
     4-channel copy of `warp_into`), made for the batch at once; shrunk: bool [n],
     the window resized first (`AREA_SHRINK`); edges: uint8 [n, 8], the copy's 4th
     channel in the ring and in the outermost pixels at the left, right, top and bottom
-    (`_edge_levels`). A fill step whose `remaining` is None paints the warp's own
+    (`_copy_maps`). A fill step whose `remaining` is None paints the warp's own
     frame mask.
     """
 
@@ -162,6 +162,7 @@ def plan(
     scales = np.abs(np.stack([base[:, 0, 0], base[:, 1, 1]], axis=1))
     boxes = kernels.source_boxes(pictures, windows, scale_y, scale_x)
     shrunk = scales.max(axis=1) > AREA_SHRINK
+    opencv, edges = _copy_maps(matrices, base, boxes, shrunk, output_size)
     return Plan(
         warped=warped,
         boxes=boxes,
@@ -171,35 +172,36 @@ def plan(
         erase=erase,
         shifts=shifts,
         shifted=shifted,
-        opencv=_copy_maps(matrices, boxes, shrunk, output_size),
+        opencv=opencv,
         shrunk=shrunk,
-        edges=_edge_levels(base, boxes, shrunk, output_size),
+        edges=edges,
     )
 
 
-def _box_scales(boxes: np.ndarray, shrunk: np.ndarray, output_size):
-    """Each window's box edges y0, y1, x0, x1 (float64 [n] each) and the factors fy, fx by
-    which its copy scales it: to the output's size where `shrunk`, else 1."""
+def _copy_maps(matrices: np.ndarray, base: np.ndarray, boxes: np.ndarray, shrunk, output_size):
+    """The 4-channel copy that `warp_into` warps: the window's box (resized to the
+    output's size where `shrunk`) behind a ring of one pixel. Returns its maps, [n, 2, 3]
+    (each output pixel -> the copy, OpenCV's coordinates, from `matrices`: output ->
+    picture), and its edges' levels, uint8 [n, 8]: for the left, right, top and bottom
+    edges of each window, the 4th channel's level in the copy's ring and in its
+    outermost pixels, such that the bilinear interpolation between them crosses one half
+    at the window's edge.
+
+    `base` (output -> picture, the window alone) gives the window's edges in picture
+    pixels; its box holds the pixels whose centres lie inside, so each edge is within
+    half a pixel of the box's. Between the ring's centre (level a) and the outermost
+    pixel's (level b), one pixel apart, the edge lies at 1/2 + u from the ring's centre,
+    u the edge's distance inward from the box's edge: u >= 0: a = 0, b = 1 / (1 + 2u);
+    u < 0: a = -2u / (1 - 2u), b = 1 (levels of 255)."""
     height, width = output_size
     y0, y1, x0, x1 = (boxes[:, k].astype(np.float64) for k in range(4))
+    # The factors by which the copy scales the box: to the output's size where shrunk.
     fx = np.where(shrunk, width / (x1 - x0), 1.0)
     fy = np.where(shrunk, height / (y1 - y0), 1.0)
-    return y0, y1, x0, x1, fy, fx
-
-
-def _edge_levels(base: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output_size):
-    """uint8 [n, 8]: for the left, right, top and bottom edges of each window, the 4th
-    channel's level in the copy's ring and in its outermost pixels, such that the
-    bilinear interpolation between them crosses one half at the window's edge.
-
-    `base` (output -> picture) gives the window's edges in picture pixels; its box
-    holds the pixels whose centres lie inside, so each edge is within half a pixel of
-    the box's. Between the ring's centre (level a) and the outermost pixel's (level
-    b), one pixel apart, the edge lies at 1/2 + u from the ring's centre, u the edge's
-    distance inward from the box's edge: u >= 0: a = 0, b = 1 / (1 + 2u); u < 0:
-    a = -2u / (1 - 2u), b = 1 (levels of 255)."""
-    height, width = output_size
-    y0, y1, x0, x1, fy, fx = _box_scales(boxes, shrunk, output_size)
+    to_copy = np.zeros((len(boxes), 3, 3))
+    to_copy[:, 0, 0], to_copy[:, 1, 1], to_copy[:, 2, 2] = fx, fy, 1.0
+    # Picture pixel p -> (p - x0) * fx, then + 1 for the ring.
+    to_copy[:, 0, 2], to_copy[:, 1, 2] = 1.0 - x0 * fx, 1.0 - y0 * fy
     xa, xb = base[:, 0, 2], base[:, 0, 2] + base[:, 0, 0] * width
     ya, yb = base[:, 1, 2], base[:, 1, 2] + base[:, 1, 1] * height
     inward = np.stack(
@@ -219,19 +221,7 @@ def _edge_levels(base: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output
     # Strictly below and at least one half, whatever the rounding.
     levels[:, 0::2] = np.minimum(np.floor(ring * 255), 127)
     levels[:, 1::2] = np.maximum(np.ceil(outermost * 255), 128)
-    return levels
-
-
-def _copy_maps(matrices: np.ndarray, boxes: np.ndarray, shrunk: np.ndarray, output_size):
-    """[n, 2, 3]: each output pixel -> the 4-channel copy `warp_into` warps (OpenCV's
-    coordinates): the window's box (resized to the output's size where `shrunk`)
-    behind a ring of one pixel."""
-    y0, y1, x0, x1, fy, fx = _box_scales(boxes, shrunk, output_size)
-    to_copy = np.zeros((len(boxes), 3, 3))
-    to_copy[:, 0, 0], to_copy[:, 1, 1], to_copy[:, 2, 2] = fx, fy, 1.0
-    # Picture pixel p -> (p - x0) * fx, then + 1 for the ring.
-    to_copy[:, 0, 2], to_copy[:, 1, 2] = 1.0 - x0 * fx, 1.0 - y0 * fy
-    return affine.to_opencv(to_copy @ matrices)
+    return affine.to_opencv(to_copy @ matrices), levels
 
 
 def apply_into(
@@ -260,8 +250,7 @@ def warp_into(
     box = np.asarray(box, np.int64)[None]
     shrunk = np.array([max(scales) > AREA_SHRINK])
     matrix = np.asarray(matrix, np.float64)[None]
-    opencv = _copy_maps(matrix, box, shrunk, out.shape[:2])
-    edges = _edge_levels(matrix, box, shrunk, out.shape[:2])
+    opencv, edges = _copy_maps(matrix, matrix, box, shrunk, out.shape[:2])
     _warp(picture, opencv[0], bool(shrunk[0]), box[0].tolist(), edges[0].tolist(), out, mask)
 
 
@@ -281,13 +270,13 @@ def _outside_into(warped: np.ndarray, mask: np.ndarray) -> None:
 def _warp(
     picture, opencv: np.ndarray, shrunk: bool, box, edges, out: np.ndarray, mask, blank=False
 ) -> None:
-    """`warp_into` with the map and the edges' levels made (`_copy_maps`, `_edge_levels`).
+    """`warp_into` with the map and the edges' levels made (`_copy_maps`).
 
     The warp reads a 4-channel copy of the window (OpenCV's bilinear warp is
     vectorized for 4 channels and not for 3: about twice as fast, the two conversions
     included) behind a ring of one pixel: the window's edge pixels repeated, as
     today's resize of the cut window repeats them, with about 0 in the 4th channel,
-    which is about 255 over the window (see `_edge_levels`). The warped 4th channel
+    which is about 255 over the window (see `_copy_maps`). The warped 4th channel
     is then below one half where the output pixel's source lies outside the window:
     the frame's fill, for free."""
     height, width = out.shape[:2]
@@ -317,18 +306,12 @@ def _warp(
     if bottom_in < 255:
         np.minimum(alpha[-2], bottom_in, out=alpha[-2])
     warped = kernels.scratch("warped", (height, width, 4))
-    cv2.warpAffine(
-        source,
-        opencv,
-        (width, height),
-        dst=warped,
-        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-        # Past the ring: every such pixel is filled, and OpenCV samples it 6-14 times
-        # faster as a constant than by repeating the edge (a sheared picture: 0.11
-        # against 0.21 ms). Repeated where a pixel op reads the picture before its
-        # fill is painted (`blank` False), so that it reads no black.
-        borderMode=cv2.BORDER_CONSTANT if blank else cv2.BORDER_REPLICATE,
-    )
+    # Past the ring: every such pixel is filled, and OpenCV samples it 6-14 times faster
+    # as a constant than by repeating the edge (a sheared picture: 0.11 against 0.21 ms).
+    # Repeated where a pixel op reads the picture before its fill is painted (`blank`
+    # False), so that it reads no black.
+    border = cv2.BORDER_CONSTANT if blank else cv2.BORDER_REPLICATE
+    _warp_affine(source, opencv, warped, cv2.INTER_LINEAR, border)
     if mask is not None:
         _outside_into(warped, mask)
     cv2.cvtColor(warped, cv2.COLOR_RGBA2RGB, dst=out)
@@ -409,13 +392,14 @@ def _fill(out: np.ndarray, remaining: np.ndarray, fill: np.ndarray) -> None:
         _paint_outside(out, rows, columns, fill)
         return
     mask = kernels.scratch("fill mask", (height, width))
-    cv2.warpAffine(
-        kernels.scratch("blank frame", (height, width)),  # never written: all zeros
-        remaining,
-        (width, height),
-        dst=mask,
-        flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-        borderMode=cv2.BORDER_CONSTANT,
-        borderValue=255,
-    )
+    blank = kernels.scratch("blank frame", (height, width))  # never written: all zeros
+    _warp_affine(blank, remaining, mask, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 255)
     cv2.copyTo(fill, mask, out)
+
+
+def _warp_affine(source, opencv: np.ndarray, dst: np.ndarray, interpolation, border, value=0):
+    """dst <- source at `opencv` (2x3, OpenCV's coordinates: dst pixel -> source pixel),
+    `border` (with `value` where constant) past the source's edges."""
+    flags = interpolation | cv2.WARP_INVERSE_MAP
+    size = (dst.shape[1], dst.shape[0])
+    cv2.warpAffine(source, opencv, size, dst=dst, flags=flags, borderMode=border, borderValue=value)

@@ -77,12 +77,6 @@ class Windows(Rectangles):
         )
 
 
-def uniforms(seed: int, epoch: int, indices, columns: int = DRAWS) -> np.ndarray:
-    """[len(indices), columns] uniforms in [0, 1) (`draws.uniforms`), the windows' own
-    columns by default."""
-    return draws.uniforms(seed, epoch, indices, columns)
-
-
 def sample(
     augment: Augment | None,
     seed: int,
@@ -101,12 +95,10 @@ def sample(
     augment = augment or NO_AUGMENT
     heights = np.asarray(heights, np.int64).reshape(-1)
     widths = np.asarray(widths, np.int64).reshape(-1)
-    n = len(heights)
-    if len(widths) != n or len(np.asarray(indices).reshape(-1)) != n:
-        raise ValueError(
-            f"{len(np.asarray(indices).reshape(-1))} indices, {n} heights, {len(widths)} widths"
-        )
-    u = uniforms(seed, epoch, indices) if augment.random else np.zeros((n, DRAWS))
+    n, count = len(heights), len(np.asarray(indices).reshape(-1))
+    if len(widths) != n or count != n:
+        raise ValueError(f"{count} indices, {n} heights, {len(widths)} widths")
+    u = draws.uniforms(seed, epoch, indices, DRAWS) if augment.random else np.zeros((n, DRAWS))
     if augment.crop == "random_resized":
         top, left, height, width = _random_resized(augment, u, heights, widths)
     elif augment.crop == "center":
@@ -135,21 +127,32 @@ def _factor(amount: float, u: np.ndarray) -> np.ndarray:
     return (low + u * (1.0 + amount - low)).astype(np.float32)
 
 
+def tried_sides(area, scale, ratio, u_scale, u_ratio) -> tuple[np.ndarray, np.ndarray]:
+    """int64 (round(sqrt(a r)), round(sqrt(a / r))) of each try of a box whose area a is
+    `area` times a uniform in `scale` and whose ratio r is log-uniform in `ratio`: the
+    draw of torchvision's RandomResizedCrop (r: width / height) and of timm's
+    RandomErasing (r: height / width)."""
+    target = (scale[0] + u_scale * (scale[1] - scale[0])) * area
+    log_low, log_high = np.log(ratio[0]), np.log(ratio[1])
+    r = np.exp(log_low + u_ratio * (log_high - log_low))
+    long = np.round(np.sqrt(target * r)).astype(np.int64)
+    return long, np.round(np.sqrt(target / r)).astype(np.int64)
+
+
+def first_fit(fits: np.ndarray, *tried: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row of `fits` (bool [n, tries]): whether any try fits, then each of `tried`
+    ([n, tries]) at the first one that does (at try 0 where none does)."""
+    rows, first = np.arange(len(fits)), np.argmax(fits, axis=1)
+    return fits[rows, first], *(values[rows, first] for values in tried)
+
+
 def _random_resized(augment: Augment, u, heights, widths):
     """torchvision's `RandomResizedCrop.get_params`, all tries of all examples at once."""
     area = (heights * widths).astype(np.float64)[:, None]
-    target = area * (
-        augment.scale[0] + u[:, _AREA : _AREA + TRIES] * np.subtract(*augment.scale[::-1])
-    )
-    log_low, log_high = np.log(augment.ratio[0]), np.log(augment.ratio[1])
-    aspect = np.exp(log_low + u[:, _RATIO : _RATIO + TRIES] * (log_high - log_low))
-    w = np.round(np.sqrt(target * aspect)).astype(np.int64)
-    h = np.round(np.sqrt(target / aspect)).astype(np.int64)
+    u_area, u_ratio = u[:, _AREA : _AREA + TRIES], u[:, _RATIO : _RATIO + TRIES]
+    w, h = tried_sides(area, augment.scale, augment.ratio, u_area, u_ratio)
     fits = (w > 0) & (h > 0) & (w <= widths[:, None]) & (h <= heights[:, None])
-    first = np.argmax(fits, axis=1)
-    found = fits[np.arange(len(first)), first]
-    h = h[np.arange(len(first)), first]
-    w = w[np.arange(len(first)), first]
+    found, h, w = first_fit(fits, h, w)
     # torch.randint(0, H - h + 1): a uniform integer position.
     top = np.floor(u[:, _TOP] * (heights - h + 1)).astype(np.int64)
     left = np.floor(u[:, _LEFT] * (widths - w + 1)).astype(np.int64)
@@ -161,12 +164,9 @@ def _random_resized(augment: Augment, u, heights, widths):
     fh[narrow] = np.maximum(1, np.round(widths[narrow] / augment.ratio[0])).astype(np.int64)
     fw[wide] = np.maximum(1, np.round(heights[wide] * augment.ratio[1])).astype(np.int64)
     ftop, fleft = (heights - fh) // 2, (widths - fw) // 2
-    return (
-        np.where(found, top, ftop),
-        np.where(found, left, fleft),
-        np.where(found, h, fh),
-        np.where(found, w, fw),
-    )
+    # Where no try fits, the fallback.
+    top, left = np.where(found, top, ftop), np.where(found, left, fleft)
+    return top, left, np.where(found, h, fh), np.where(found, w, fw)
 
 
 def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
@@ -176,9 +176,6 @@ def _center(fraction: float, heights, widths, output_size: tuple[int, int]):
     h = np.clip(np.round(out_height * scale), 1, heights).astype(np.int64)
     w = np.clip(np.round(out_width * scale), 1, widths).astype(np.int64)
     # torchvision's center_crop: int(round((H - h) / 2)).
-    return (
-        np.round((heights - h) / 2).astype(np.int64),
-        np.round((widths - w) / 2).astype(np.int64),
-        h,
-        w,
-    )
+    top = np.round((heights - h) / 2).astype(np.int64)
+    left = np.round((widths - w) / 2).astype(np.int64)
+    return top, left, h, w

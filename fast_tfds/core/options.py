@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -30,20 +31,23 @@ SEED_LIMIT = 2**32
 SEED_RANGE = (-(2**63), 2**64)
 
 
+def check_number(name: str, value: Any, fits: Callable, must: str, *, kind=(int, float)) -> None:
+    """A one-line ValueError "name=value: must be <must>" unless `value` is a `kind`, not a
+    bool, and `fits(value)` (NaN fits no range). The one check of a number option, here
+    and in `fast_tfds.augment`'s classes."""
+    if isinstance(value, bool) or not isinstance(value, kind) or not fits(value):
+        raise ValueError(f"{name}={value!r}: must be {must}")
+
+
 def check_int(name: str, value: Any, *, minimum: int = 1, optional: bool = False) -> None:
     """`value` is an int >= minimum (or None, when optional)."""
     if optional and value is None:
         return
-    if not is_int(value) or value < minimum:
-        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
-            minimum, f"an integer >= {minimum}"
-        )
-        raise ValueError(f"{name}={value!r}: must be {kind}{' or None' if optional else ''}")
-
-
-def check_batch_size(batch_size: Any, *, optional: bool = True) -> None:
-    """A positive number of examples per batch; None (unbatched) where `optional`."""
-    check_int("batch_size", batch_size, optional=optional)
+    kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
+        minimum, f"an integer >= {minimum}"
+    )
+    must = f"{kind}{' or None' if optional else ''}"
+    check_number(name, value, lambda v: v >= minimum, must, kind=int)
 
 
 def check_seed(seed: Any) -> None:
@@ -59,11 +63,6 @@ def check_seed(seed: Any) -> None:
 def check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r}: must be True or False")
-
-
-def check_num_epochs(num_epochs: Any) -> None:
-    """Passes per iteration: a positive integer, or None for endless."""
-    check_int("num_epochs", num_epochs, optional=True)
 
 
 def check_shard(shard_index: Any, shard_count: Any) -> None:
@@ -82,11 +81,6 @@ def check_persist(persist: Any, cache: Any, *, in_memory: bool) -> None:
         raise ValueError(
             f"persist=True: keeps the in-memory cache (cache=True) in a file, and cache={cache!r}"
         )
-
-
-def check_cache_budget(cache_budget: Any) -> None:
-    """Bytes the in-memory cache may take; None: a share of what the process may use."""
-    check_int("cache_budget", cache_budget, optional=True)
 
 
 # Where the package's own frames are: a warning about a keyword points past them.
@@ -135,13 +129,16 @@ def check_shared(opts: Any, *, unbatched: bool, in_memory: bool) -> None:
     (unbatched examples) is allowed; `in_memory`: `cache` asks for the in-memory cache
     that `persist` keeps in a file. Each back end checks `cache` itself first (the two
     take different values)."""
-    check_batch_size(opts.batch_size, optional=unbatched)
+    # Examples per batch; None (unbatched examples) where `unbatched`.
+    check_int("batch_size", opts.batch_size, optional=unbatched)
     check_bool("shuffle", opts.shuffle)
     check_seed(opts.seed)
-    check_num_epochs(opts.num_epochs)
+    # Passes per iteration; None: endless.
+    check_int("num_epochs", opts.num_epochs, optional=True)
     check_bool("drop_remainder", opts.drop_remainder)
     check_shard(opts.shard_index, opts.shard_count)
-    check_cache_budget(opts.cache_budget)
+    # Bytes the in-memory cache may take; None: a share of what the process may use.
+    check_int("cache_budget", opts.cache_budget, optional=True)
     check_int("cache_shorter_side", opts.cache_shorter_side, optional=True)
     check_cache_dir(opts.cache_dir)
     check_persist(opts.persist, opts.cache, in_memory=in_memory)

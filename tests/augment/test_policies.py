@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fast_tfds.augment import policies, windows
+from fast_tfds.augment import draws, policies, windows
 from fast_tfds.augment.policies import timm, torchvision
 
 N = 14_000
@@ -117,9 +117,9 @@ def test_draws_repeat_for_a_seed_and_differ_for_another(name):
 
 
 def test_policy_draws_leave_the_windows_alone():
-    before = windows.uniforms(0, 0, np.arange(8))
+    before = draws.uniforms(0, 0, np.arange(8), windows.DRAWS)
     policies.parse("rand_augment").draw(0, 0, np.arange(8), (224, 224))
-    assert np.array_equal(before, windows.uniforms(0, 0, np.arange(8)))
+    assert np.array_equal(before, draws.uniforms(0, 0, np.arange(8), windows.DRAWS))
 
 
 @pytest.mark.parametrize(

@@ -73,4 +73,7 @@ def test_bad_rotate():
 
 def test_the_stronger_draws_start_after_the_windows_own_columns():
     assert draws.ROTATE == draws.WINDOW_DRAWS == windows.DRAWS
-    assert np.array_equal(windows.uniforms(1, 2, [3, 4]), draws.uniforms(1, 2, [3, 4], 27))
+    # The windows read the first DRAWS columns: the flip is column 2 * TRIES + 2.
+    u = draws.uniforms(1, 2, [3, 4], windows.DRAWS)
+    flips = windows.sample(Augment(), 1, 2, [3, 4], [100, 100], [100, 100]).flip
+    assert np.array_equal(flips, u[:, 2 * windows.TRIES + 2] < 0.5)

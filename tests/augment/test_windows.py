@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fast_tfds.augment import Augment, windows
+from fast_tfds.augment import Augment, draws, windows
 
 N = 20_000
 
@@ -124,7 +124,7 @@ def test_hue_shifts_are_within_the_range():
 
 
 def test_uniforms_are_uniform_and_independent_across_draws():
-    u = windows.uniforms(0, 0, np.arange(N))
+    u = draws.uniforms(0, 0, np.arange(N), windows.DRAWS)
     assert u.shape == (N, windows.DRAWS) and u.min() >= 0 and u.max() < 1
     assert abs(u.mean() - 0.5) < 0.005
     correlations = np.corrcoef(u.T)[np.triu_indices(windows.DRAWS, 1)]

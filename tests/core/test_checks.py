@@ -10,10 +10,16 @@ from fast_tfds.core import options, sizes, splits
 @pytest.mark.parametrize(
     ("check", "message"),
     [
-        (lambda: options.check_batch_size(0), "batch_size=0: must be a positive integer or None"),
-        (lambda: options.check_batch_size(True), "batch_size=True: must be a positive"),
         (
-            lambda: options.check_batch_size(None, optional=False),
+            lambda: options.check_int("batch_size", 0, optional=True),
+            "batch_size=0: must be a positive integer or None",
+        ),
+        (
+            lambda: options.check_int("batch_size", True, optional=True),
+            "batch_size=True: must be a positive",
+        ),
+        (
+            lambda: options.check_int("batch_size", None),
             "batch_size=None: must be a positive integer",
         ),
         (lambda: options.check_int("n", -1, minimum=0), "n=-1: must be a non-negative integer"),
@@ -35,8 +41,8 @@ def test_a_bad_value_is_a_one_line_error_that_starts_with_the_argument(check, me
 
 
 def test_good_values_pass():
-    options.check_batch_size(None)
-    options.check_batch_size(1, optional=False)
+    options.check_int("batch_size", None, optional=True)
+    options.check_int("batch_size", 1)
     options.check_int("num_workers", 0, minimum=0)
     options.check_int("num_epochs", None, optional=True)
     options.check_seed(None)

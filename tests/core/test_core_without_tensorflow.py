@@ -26,7 +26,7 @@ builder = builder_lookup.load_builder(
     "cats_vs_dogs_fast", data_dir=sys.argv[1], download_and_prepare=False
 )
 info = builder.info
-options.check_batch_size(32)
+options.check_int("batch_size", 32)
 parts = dataset_hooks.hook_for("stanford_dogs_tfrecord").example_parts(
     {"crop_to_box": True, "with_boxes": True, "max_boxes": 2}
 )

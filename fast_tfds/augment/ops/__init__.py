@@ -39,3 +39,5 @@ GEOMETRIC = {
     "rotate": geometric.rotate,
 }
 NAMES = tuple(PIXEL) + tuple(GEOMETRIC)
+# PIL's ImageEnhance ops (`enhance`), whose argument is a factor (1: unchanged).
+ENHANCE = ("brightness", "color", "contrast", "sharpness")

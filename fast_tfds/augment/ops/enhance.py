@@ -63,11 +63,7 @@ def sharpness(image: np.ndarray, factor: float) -> None:
     if factor == 1 or image.shape[0] < 3 or image.shape[1] < 3:
         return
     smooth = cv2.filter2D(image, -1, _SMOOTH, borderType=cv2.BORDER_REPLICATE)
-    smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = (
-        image[0],
-        image[-1],
-        image[:, 0],
-        image[:, -1],
-    )
+    smooth[[0, -1]] = image[[0, -1]]
+    smooth[:, [0, -1]] = image[:, [0, -1]]
     # factor * image + (1 - factor) * smooth, saturated once (addWeighted computes in float).
     cv2.addWeighted(image, factor, smooth, 1 - factor, 0, dst=image)

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from fast_tfds.augment import draws
-from fast_tfds.augment.checks import check_number
+from fast_tfds.core.options import check_number
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,8 +38,9 @@ import re
 
 import numpy as np
 
-from fast_tfds.augment.checks import check_number
+from fast_tfds.augment.ops import ENHANCE
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.core.options import check_number
 
 LEVEL_DENOM = 10.0  # timm's _LEVEL_DENOM: magnitude 10 is each op's full range
 IMAGENET_MEAN_FILL = (124, 116, 104)  # round(255 * (0.485, 0.456, 0.406))
@@ -61,7 +62,6 @@ OPS = (
     "translate_x",
     "translate_y",
 )
-_ENHANCE = ("color", "contrast", "brightness", "sharpness")
 # A config string's numeric sections: the field each sets and how its text reads ("inc"
 # is read apart: any text turns it on).
 _SECTIONS = {
@@ -158,7 +158,7 @@ class RandAugment:
                 args[at] = 256 - threshold if self.increasing else threshold
             elif name == "solarize_add":
                 args[at] = np.trunc(lv * 110)
-            elif name in _ENHANCE:
+            elif name in ENHANCE:
                 if self.increasing:
                     args[at] = np.maximum(0.1, 1.0 + 0.9 * lv * sg)
                 else:

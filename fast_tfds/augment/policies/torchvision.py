@@ -28,28 +28,13 @@ import dataclasses
 
 import numpy as np
 
-from fast_tfds.augment.checks import check_number
+from fast_tfds.augment.ops import ENHANCE, GEOMETRIC
 from fast_tfds.augment.policies.drawn import Drawn, check_num_ops, choose_ops
+from fast_tfds.core.options import check_number
 
-OPS = (
-    "identity",
-    "shear_x",
-    "shear_y",
-    "translate_x",
-    "translate_y",
-    "rotate",
-    "brightness",
-    "color",
-    "contrast",
-    "sharpness",
-    "posterize",
-    "solarize",
-    "autocontrast",
-    "equalize",
-)
-_SIGNED = {"shear_x", "shear_y", "translate_x", "translate_y", "rotate"}
-_SIGNED |= {"brightness", "color", "contrast", "sharpness"}
-_ENHANCE = ("brightness", "color", "contrast", "sharpness")
+# The order is torchvision's `_augmentation_space`: each op's index is what a draw picks.
+OPS = ("identity", *GEOMETRIC, *ENHANCE, "posterize", "solarize", "autocontrast", "equalize")
+_SIGNED = {*GEOMETRIC, *ENHANCE}
 
 
 def tables(bins: int, output_size: tuple[int, int], wide: bool) -> np.ndarray:
@@ -67,7 +52,7 @@ def tables(bins: int, output_size: tuple[int, int], wide: bool) -> np.ndarray:
     row("translate_x", np.linspace(0, 32.0 if wide else 150 / 331 * width, bins))
     row("translate_y", np.linspace(0, 32.0 if wide else 150 / 331 * height, bins))
     row("rotate", np.linspace(0, rotate, bins))
-    for name in _ENHANCE:
+    for name in ENHANCE:
         row(name, np.linspace(0, enhance, bins))
     # bins == 1 would divide by 0 in torchvision too; its tables need 2 bins or more.
     row("posterize", 8 - np.round(i / ((bins - 1) / (6 if wide else 4))))
@@ -78,7 +63,7 @@ def tables(bins: int, output_size: tuple[int, int], wide: bool) -> np.ndarray:
 def arguments(ops: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     """The op modules' arguments for torchvision's (signed) magnitudes."""
     args = magnitude.copy()
-    enhance = np.isin(ops, [OPS.index(n) for n in _ENHANCE])
+    enhance = np.isin(ops, [OPS.index(n) for n in ENHANCE])
     args[enhance] = 1.0 + magnitude[enhance]
     whole = np.isin(ops, [OPS.index(n) for n in ("translate_x", "translate_y", "posterize")])
     args[whole] = np.trunc(magnitude[whole])  # torchvision's int(magnitude)
