@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import housekeeping, persisted, persistent, persistent_format
+from fast_tfds.cache import housekeeping, persisted, persistent_format
 from fast_tfds.cache.persistent_format import read_header
 from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
@@ -146,7 +146,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
     assert opened is not None and not opened.filled
-    assert isinstance(opened.backing, persistent.FileFill)
+    assert isinstance(opened.backing, persisted.FileFill)
     stored = store_of(opened, common)
     pictures = []
     for slot in reversed(range(n)):  # in any order
@@ -171,7 +171,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
     assert reopened is not None and reopened.filled and reopened.path == opened.path
-    assert isinstance(reopened.backing, persistent.ServedFile)
+    assert isinstance(reopened.backing, persisted.ServedFile)
     served = store_of(reopened, common)
     assert served.pictures.filled
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)

@@ -1,6 +1,6 @@
 """The persistent arena's file without TensorFlow: fill, header checks, the key's lock.
 
-A table of fixed columns (`Store`) is filled with a `persistent.FileFill` backing as the
+A table of fixed columns (`Store`) is filled with a `persisted.FileFill` backing as the
 reader fills it (batches written at their rows, in any order), then opened again as
 another run would open it. Every byte of the header is flipped in turn: each flip is
 caught at open.
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persistent, persistent_format
+from fast_tfds.cache import persisted, persistent_format
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
 from fast_tfds.cache.store import Store
 
@@ -31,16 +31,16 @@ def rows() -> dict[str, np.ndarray]:
     }
 
 
-def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persistent.Opened:
+def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persisted.Opened:
     """The file of `key` opened as the fallback's arena of examples opens it."""
-    return persistent.open_or_plan(
+    return persisted.open_or_plan(
         folder, key, lambda: (N, COLUMNS, read_ahead), what=f"toy {key['split']}"
     )
 
 
 def fill(
     folder: Path, key=KEY, *, stop_after: int | None = None, read_ahead: bool = False
-) -> persistent.Opened:
+) -> persisted.Opened:
     """Fills the file of `key` as the reader does: blocks of 8 written out of order.
     `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
     opened = open_toy(folder, key, read_ahead=read_ahead)
@@ -75,7 +75,7 @@ def test_a_filled_file_is_served_with_the_rows_written(
     if not posix_fallocate:  # As on macOS: core.platform's fallback reserves the file.
         monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
-    assert type(opened.fill) is persistent.FileFill
+    assert type(opened.fill) is persisted.FileFill
     assert opened.fill.reads_ahead is read_ahead
     assert opened.fill.persisted and opened.path.exists()
     got = served(tmp_path)
@@ -121,7 +121,7 @@ def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, c
     path = fill(tmp_path).path
     other = {**KEY, "split": "test"}
     # A file renamed to another key's name: the key in its header says so.
-    target = tmp_path / persistent.file_name(other)
+    target = tmp_path / persisted.file_name(other)
     assert target != path
     os.replace(path, target)
     opened = open_toy(tmp_path, other)
@@ -171,7 +171,7 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     def plan():
         return N, {"bytes": ((), np.uint8, 1000), "label": ((), np.int64)}, False
 
-    opened = persistent.open_or_plan(tmp_path, key, plan, what="toy pictures")
+    opened = persisted.open_or_plan(tmp_path, key, plan, what="toy pictures")
     fill = opened.fill
     arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
     assert {k: a.shape for k, a in arrays.items()} == {"bytes": (1000,), "label": (N,)}
@@ -186,7 +186,7 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     def never():
         raise AssertionError("a good file is served without a plan")
 
-    got = persistent.open_or_plan(tmp_path, key, never, what="toy pictures").rows
+    got = persisted.open_or_plan(tmp_path, key, never, what="toy pictures").rows
     for k, want in data.items():
         np.testing.assert_array_equal(got[k], want)
 
