@@ -214,67 +214,106 @@ def key(
 
 @dataclasses.dataclass
 class Stored:
-    """A cache's persistent file: its `backing` (a `ServedFile`, every column
-    written: `filled`; or a `FileFill` being filled) and, of a picture store, the
-    reference sizes per slot its layout is made from (None for the arena's rows)."""
+    """A persistent file at `path`, as opening found it: its `backing`, a `ServedFile`
+    (every column written: `filled`) or a `FileFill` to fill, or None where this run
+    caches as without persist (`why`: why a process that only reads is not served, in a
+    few words); of a picture store, the reference sizes per slot its layout is made from
+    (None for the arena's rows)."""
 
-    backing: Backing
-    filled: bool
     path: Path
+    backing: Backing | None = None
+    filled: bool = False
+    why: str = ""
     heights: np.ndarray | None = None
     widths: np.ndarray | None = None
 
 
-def open_pictures(
+def open_file(
     origin: Origin,
     slot_examples,
     *,
-    output_size: tuple[int, int],
-    shorter_side: int | None,
+    output_size: tuple[int, int] | None,
+    shorter_side: int | None = None,
     features: dict[str, tuple],
     folder: str | os.PathLike | None,
     sizes: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
     budget: int | None = None,
     what: str | None = None,
+    pictures: bool = True,
+    decoder: str | None = None,
 ) -> tuple[Stored | None, str]:
-    """The store of `slot_examples` from its persistent file in `folder`, or a new file to
+    """The cache of `slot_examples` from its persistent file in `folder`, or a new file to
     fill: (stored, ""); (None, why) when this run caches as without persist (one log line
     said why: strings or nested targets, shards not local, another process filling, a
     read-only folder).
 
-    `sizes()` gives the reference (heights, widths) per slot; it runs only to fill.
-    `sizes` None: only a complete file is served, never a fill, and nothing is logged (a
-    process that only reads); `why` then says why not, in a few words.
+    A picture store's file (`pictures`): `sizes()` gives the reference (heights, widths)
+    per slot; it runs only to fill. `sizes` None: only a complete file is served, never a
+    fill, and nothing is logged (a process that only reads); `why` then says why not, in
+    a few words. An arena of examples' rows (`pictures` False: decoded elsewhere, a
+    transform or the tf.data service; `decoder` says which), each column of `features`
+    ({name: (shape, dtype)}) a kept feature, are always filled when not served, and
+    fall back to memory without a line of their own (the reader said why, where it
+    could not keep them).
     `folder` None: the default cache folder (`open_or_plan`).
     """
-    made, why = _keyed(origin, slot_examples, output_size, shorter_side, features, what)
+    made, why = _keyed(
+        origin,
+        slot_examples,
+        output_size,
+        shorter_side,
+        features,
+        what if pictures else None,
+        pictures=pictures,
+        decoder=decoder,
+    )
     if made is None:
         return None, why
     n = len(np.asarray(slot_examples).reshape(-1))
+    names = {k: FEATURE + k for k in features}  # The file's name of each kept feature.
+    columns = {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()}
+    feature_bytes = n * sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for shape, dtype in features.values()
+    )
+    over = not placement.fits_in_memory(feature_bytes, budget)
     planned: dict[str, np.ndarray] = {}
 
     def plan():
+        if not pictures:
+            return n, columns, over
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
         nbytes = store.cache_bytes(heights, widths, output_size, shorter_side)
-        need = nbytes + n * _row_bytes(features)
-        planned.update(heights=heights, widths=widths)
-        return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)
+        planned.update({HEIGHTS: heights, WIDTHS: widths})
+        # The pictures' bytes and their reference sizes, beside the features.
+        columns.update(
+            {PICTURES: ((), np.uint8, nbytes), HEIGHTS: ((), np.int64), WIDTHS: ((), np.int64)}
+        )
+        return n, columns, not placement.fits_in_memory(nbytes + feature_bytes, budget)
 
     opened = open_or_plan(
-        folder, made, None if sizes is None else plan, what=what, names=_file_names(features)
+        folder,
+        made,
+        None if pictures and sizes is None else plan,
+        what=what,
+        names=names,
+        reads_ahead=over and not pictures,
     )
-    if opened.rows is not None:
-        rows = opened.rows
-        backing = ServedFile(rows, _file_names(features))
-        return Stored(backing, True, opened.path, rows[HEIGHTS], rows[WIDTHS]), ""
-    if opened.fill is None:
+    if opened.backing is None:
         return None, opened.why and f"{opened.path.name} {opened.why}"
-    return Stored(opened.fill, False, opened.path, planned["heights"], planned["widths"]), ""
+    if opened.filled and any(name not in opened.backing.rows for name in names.values()):
+        # The key names the layout; a mismatch is a damaged file.
+        return None, f"{opened.path.name} lacks a column its key names"
+    if pictures:
+        found = opened.backing.rows if opened.filled else planned
+        opened.heights, opened.widths = found[HEIGHTS], found[WIDTHS]
+    return opened, ""
 
 
-def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None):
-    """(the key of a picture store's file, "") or (None, why not, in a few words); with
-    `what` (a read that would fill the file), why not is also said in one log line."""
+def _keyed(origin, slot_examples, output_size, shorter_side, features, what, **kind):
+    """(the file's key, "") or (None, why not, in a few words); with `what` (a read that
+    would fill a picture store's file), why not is also said in one log line. `kind`:
+    `key`'s `pictures` and `decoder`."""
     if origin.hook is None:
         if what is not None:
             logging.warning(
@@ -295,74 +334,11 @@ def _keyed(origin, slot_examples, output_size, shorter_side, features, what=None
                 what,
             )
         return None, f"cannot hold these features ({reason})"
-    made = key(origin, slot_examples, output_size, shorter_side, features)
+    made = key(origin, slot_examples, output_size, shorter_side, features, **kind)
     return made, "" if made is not None else "cannot be keyed (the shard files are not local)"
 
 
-def _file_names(features) -> dict[str, str]:
-    """The file's name of each kept feature (the store's other columns keep theirs)."""
-    return {k: FEATURE + k for k in features}
-
-
-# -- the arena's rows in the same file ---------------------------------------------
-
-
-def open_rows(
-    origin: Origin,
-    slot_examples,
-    *,
-    output_size: tuple[int, int] | None,
-    features: dict[str, tuple],
-    folder: str | os.PathLike | None,
-    budget: int | None,
-    what: str,
-    decoder: str | None = None,
-) -> Stored | None:
-    """The rows of an arena of examples of `slot_examples` (decoded elsewhere: a
-    transform, the tf.data service), each column of `features` ({name: (shape,
-    dtype)}) a kept feature of the one kind of file, keyed with pictures=False. None
-    when this run caches as without persist (one log line said why)."""
-    if origin.hook is None or not_kept(features) is not None:
-        return None  # The arena holds nothing a picture store could not.
-    made = key(origin, slot_examples, output_size, None, features, pictures=False, decoder=decoder)
-    if made is None:
-        return None
-    n = len(np.asarray(slot_examples).reshape(-1))
-    columns = _feature_columns(features)
-    over = not placement.fits_in_memory(n * _row_bytes(features), budget)
-    opened = open_or_plan(
-        folder,
-        made,
-        lambda: (n, columns, over),
-        what=what,
-        names=(names := _file_names(features)),
-    )
-    if opened.rows is not None:
-        if any(name not in opened.rows for name in names.values()):
-            return None  # The key names the layout; a mismatch is a damaged file.
-        return Stored(ServedFile(opened.rows, names, reads_ahead=over), True, opened.path)
-    return None if opened.fill is None else Stored(opened.fill, False, opened.path)
-
-
-def _row_bytes(features: dict[str, tuple]) -> int:
-    return sum(
-        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for shape, dtype in features.values()
-    )
-
-
-def _feature_columns(features: dict[str, tuple]) -> dict[str, tuple]:
-    return {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()}
-
-
-def _picture_columns(nbytes: int, features: dict[str, tuple]) -> dict[str, tuple]:
-    """The file's columns: the pictures' bytes, their reference sizes, the features."""
-    return {
-        PICTURES: ((), np.uint8, nbytes),
-        HEIGHTS: ((), np.int64),
-        WIDTHS: ((), np.int64),
-        **_feature_columns(features),
-    }
+# -- the key and the file's name ---------------------------------------------------
 
 
 def key_digest(key: dict) -> str:
@@ -376,19 +352,7 @@ def file_name(key: dict) -> str:
     return f"{slug}.{key_digest(key)[:16]}{fmt.SUFFIX}"
 
 
-# -- what opening gives ------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Opened:
-    """How a cache gets its rows: a filled file's rows to serve (`rows`), a new file
-    to fill (`fill`, the cache's backing), or neither (None, None): the caller caches in
-    memory. `why`: why a process that only reads is not served, in a few words."""
-
-    path: Path
-    rows: dict[str, np.ndarray] | None = None
-    fill: FileFill | None = None
-    why: str = ""
+# -- open or fill ------------------------------------------------------------------
 
 
 def open_or_plan(
@@ -398,34 +362,37 @@ def open_or_plan(
     *,
     what: str | None,
     names: dict[str, str] | None = None,
-) -> Opened:
+    reads_ahead: bool = False,
+) -> Stored:
     """The persistent file of `key` in `folder`: served if a good file is there, else
     filled into a new one if this process may, else neither (one log line says why).
 
     A good file of `key` is served whatever its columns: the key names everything they
-    were made from. `plan()` runs only when this process fills the file, holding the
-    key's lock (the picture store's layout takes a pass over the JPEG headers), and
-    gives (num_examples, columns, read_ahead): `columns` is {name: (one row's shape,
-    dtype[, a row count of the column's own])}; `read_ahead`: the rows exceed the memory
-    budget, so served epochs ask for their rows ahead (as `disk_rows` does). The data
-    checksum is made once every row is written, so a fill may write in any order.
-    `names`: the file's name of each column the cache asks its fill for, where it differs.
-    `folder` None: the default cache folder (`disk_rows.default_folder`). `plan` None:
-    never a fill, nothing logged (a process that only reads: the loader's workers)."""
+    were made from (`reads_ahead`: its rows exceed the memory budget). `plan()` runs only
+    when this process fills the file, holding the key's lock (the picture store's layout
+    takes a pass over the JPEG headers), and gives (num_examples, columns, read_ahead):
+    `columns` is {name: (one row's shape, dtype[, a row count of the column's own])};
+    `read_ahead`: the rows exceed the memory budget, so served epochs ask for their rows
+    ahead (as `disk_rows` does). The data checksum is made once every row is written, so
+    a fill may write in any order.
+    `names`: the file's name of each column the cache asks its backing for, where it
+    differs. `folder` None: the default cache folder (`disk_rows.default_folder`). `plan`
+    None: never a fill, nothing logged (a process that only reads: the loader's workers)."""
     key = json.loads(json.dumps(key))
     folder = Path(disk_rows.default_folder() if folder is None else folder)
     path = folder / file_name(key)
     rows, bad, size = _open_checked(path, key)
-    if plan is None:
-        return Opened(path, rows=rows, why="" if rows is not None else bad or "is not there")
     if rows is not None:
-        logging.info(
-            "fast_tfds: serving %s from the persistent cache %s (%s)",
-            what,
-            path,
-            memory.bytes_text(size),
-        )
-        return Opened(path, rows=rows)
+        if plan is not None:
+            logging.info(
+                "fast_tfds: serving %s from the persistent cache %s (%s)",
+                what,
+                path,
+                memory.bytes_text(size),
+            )
+        return Stored(path, ServedFile(rows, names, reads_ahead=reads_ahead), filled=True)
+    if plan is None:
+        return Stored(path, why=bad or "is not there")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(fmt.lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
@@ -439,7 +406,7 @@ def open_or_plan(
             err.strerror or err,
             what,
         )
-        return Opened(path)
+        return Stored(path)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -452,14 +419,14 @@ def open_or_plan(
             path,
             what,
         )
-        return Opened(path)
+        return Stored(path)
     try:
         housekeeping.remove_leftovers(folder, fmt.PERSISTENT)
         # Another process may have finished it while this one waited for the lock.
         rows, bad, _ = _open_checked(path, key)
         if rows is not None:
             os.close(lock_fd)
-            return Opened(path, rows=rows)
+            return Stored(path, ServedFile(rows, names, reads_ahead=reads_ahead), filled=True)
         if bad is not None:
             logging.warning("fast_tfds: the persistent cache %s %s: filling it again.", path, bad)
             path.unlink(missing_ok=True)
@@ -470,7 +437,7 @@ def open_or_plan(
     except BaseException:
         os.close(lock_fd)
         raise
-    return Opened(path, fill=FileFill(path, layout, lock_fd, what, names, reads_ahead=read_ahead))
+    return Stored(path, FileFill(path, layout, lock_fd, what, names, reads_ahead=read_ahead))
 
 
 def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
@@ -547,30 +514,28 @@ class FileFill(memory.Backing):
         self.what = what
         self.names: dict[str, str] = names or {}
         self.reads_ahead = reads_ahead
-        self._held = _Held(lock_fd)
         self._lock = threading.Lock()
+        # What an unfinished fill holds, let go once its file is in place or given up:
+        # the key's lock, and its temporary file (gone once renamed: then nothing to remove).
+        self._held = contextlib.ExitStack()
+        self._held.callback(_close_fd, lock_fd)
+        self._temp: Path | None = None
         self._current: dict[str, np.ndarray] | None = None  # Every column, by the file's names.
-        self._given: dict[str, np.ndarray] | None = None  # What the cache was given.
         self._fd: int | None = None
         self._region: mmap.mmap | None = None
-        self._announced = False
         self.persisted = False
         self.writing: threading.Thread | None = None  # Writing the filled file out.
         # Its cache dropped before the fill ended: the temporary file and the lock go.
-        weakref.finalize(self, self._held.abandon)
+        weakref.finalize(self, self._held.close)
 
     def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
         """The cache's arrays over a new temporary file (or memory, when there is no
-        room for one)."""
+        room for one); asked once, by the cache this fill backs."""
         with self._lock:
-            self._forget_file()
-            if self._held.lock_fd is None:  # Given up earlier: memory from now on.
-                return memory.in_memory(wanted)
             try:
-                arrays = self._new_file()
+                self._current = self._new_file()
             except OSError as err:
-                self._forget_file()
-                self._held.release_key()
+                self._give_up()
                 logging.warning(
                     "fast_tfds: persist=True: no room for the %s cache of %s in %s (%s): "
                     "caching it in memory for this run only.",
@@ -580,47 +545,92 @@ class FileFill(memory.Backing):
                     err.strerror or err,
                 )
                 return memory.in_memory(wanted)
-            self._current = arrays
-            self._given = _named(arrays, self.names, wanted)
-        if not self._announced:
-            self._announced = True
-            logging.warning(
-                "fast_tfds: persist=True: writing the decoded cache of %s (%s on disk) to "
-                "%s; later runs serve from it. See or remove it with `fast-tfds cache "
-                "list|clean %s`.",
-                self.what,
-                memory.bytes_text(self.layout.file_size),
-                self.path,
-                self.path.parent,
-            )
-        return self._given
+        logging.warning(
+            "fast_tfds: persist=True: writing the decoded cache of %s (%s on disk) to "
+            "%s; later runs serve from it. See or remove it with `fast-tfds cache "
+            "list|clean %s`.",
+            self.what,
+            memory.bytes_text(self.layout.file_size),
+            self.path,
+            self.path.parent,
+        )
+        return _named(self._current, self.names, wanted)
 
     def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         """Every row is written: the file is written back, verified, given its header
         and renamed in a thread of its own, so the epoch that filled it ends without
         waiting for the disk (the rows are served from the mapping meanwhile). The
         thread is not a daemon: a process that ends normally finishes the file first."""
-        if arrays is not self._given or self._fd is None:
+        if self._fd is None:
             return
         self.writing = threading.Thread(
             target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
         )
         self.writing.start()
 
+    def _new_file(self) -> dict[str, np.ndarray]:
+        """A new temporary file beside the final one, locked and with every block
+        reserved (its descriptor in `_fd`); the arrays the fill writes (every column, by
+        the file's names): the file's mapping, or memory within the budget."""
+        self._temp = self.path.with_name(
+            f"{self.path.name}{fmt.TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        )
+        self._fd = os.open(self._temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self._held.callback(self._temp.unlink, missing_ok=True)
+        # Held while the fill runs: a temporary file whose lock is free is a leftover.
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
+        platform.preallocate(self._fd, self.layout.file_size)
+        if not self.reads_ahead:
+            return {
+                c.name: memory.allocate_in_memory((c.rows, *c.shape), c.dtype)
+                for c in self.layout.columns
+            }
+        self._region = mmap.mmap(self._fd, self.layout.file_size, flags=mmap.MAP_SHARED)
+        return _views(self._region, self.layout)
+
     def _finish(self, given: dict[str, np.ndarray], replace: memory.Replace) -> None:
-        """Write back, verify, header, rename. A failure leaves the rows served from
+        """Makes the filled rows (every column of the file) the persistent file: rows in
+        memory are written to it and read back to verify them, and then served from the
+        file's mapping (`replace`); a mapping's rows are written back once, so later
+        epochs find clean pages, which the kernel can drop cheaply under a memory limit
+        (and an I/O error shows here, not later). A failure leaves the rows served from
         this process and nothing persisted (one line)."""
         # Background work: the epoch that filled the store goes on serving it (a shuffled
         # first epoch fills, then serves), and its batches come first. Summing and writing
         # a split's pixels takes seconds of CPU on a busy machine.
         platform.lower_this_threads_priority()
         with self._lock:
-            if given is not self._given or self._fd is None:
+            fd, layout, arrays = self._fd, self.layout, self._current
+            if fd is None:  # Given up meanwhile.
                 return
             try:
-                self._persist(
-                    self._current, lambda new: replace(given, _named(new, self.names, given))
-                )
+                sums = {name: fmt.column_checksum(a) for name, a in arrays.items()}
+                if self.reads_ahead:
+                    self._region.flush()
+                else:
+                    for c in layout.columns:
+                        _pwrite_all(fd, arrays[c.name], c.offset)
+                os.pwrite(fd, layout.header(sums), 0)
+                os.fsync(fd)
+                check = fmt.read_header(fd)
+                if check.checksums != sums or check.layout.key != layout.key:
+                    raise fmt.BadFile("its header did not read back as written")
+                for c in () if self.reads_ahead else layout.columns:
+                    if _file_checksum(fd, c) != sums[c.name]:
+                        raise fmt.BadFile(f"its {c.name} rows did not read back as written")
+                os.rename(self._temp, self.path)
+                _fsync_folder(self.path.parent)
+                # From now on a reader like any other: shared, so `clean` leaves it alone.
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                self.persisted = True
+                if self.reads_ahead:
+                    memory.read_randomly(self._region)
+                    return
+                self._region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
+                replace(given, _named(_views(self._region, layout), self.names, given))
+                # The filled memory goes once nothing else holds it: the mapping serves now.
+                self._current = None
             except (OSError, fmt.BadFile) as err:
                 logging.warning(
                     "fast_tfds: persist=True: the cache of %s could not be written to %s "
@@ -629,84 +639,26 @@ class FileFill(memory.Backing):
                     self.path,
                     err,
                 )
-                self._held.drop_temp()
             finally:
-                self._held.release_key()
+                # The key's lock, and the temporary file unless it is the cache now.
+                self._held.close()
 
-    def _new_file(self) -> dict[str, np.ndarray]:
-        """A new temporary file beside the final one, locked and with every block
-        reserved (its descriptor in `_fd`); the arrays the fill writes: the file's mapping,
-        or memory within the budget."""
-        temp = self.path.with_name(
-            f"{self.path.name}{fmt.TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        )
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        self._held.temp, self._fd = temp, fd
-        # Held while the fill runs: a temporary file whose lock is free is a leftover.
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Every block reserved now: a full disk is an error here, not a SIGBUS mid-fill.
-        platform.preallocate(fd, self.layout.file_size)
-        if not self.reads_ahead:
-            return {
-                c.name: memory.allocate_in_memory((c.rows, *c.shape), c.dtype)
-                for c in self.layout.columns
-            }
-        self._region = mmap.mmap(fd, self.layout.file_size, flags=mmap.MAP_SHARED)
-        return _views(self._region, self.layout)
-
-    def _persist(self, arrays: dict[str, np.ndarray], swap) -> None:
-        """Makes `arrays` (every column of the file) the persistent file: rows in memory
-        are written to it and read back to verify them, and then served from the file's
-        mapping (`swap(new)`); a mapping's rows are written back once, so later epochs
-        find clean pages, which the kernel can drop cheaply under a memory limit (and an
-        I/O error shows here, not later)."""
-        fd, layout = self._fd, self.layout
-        sums = {name: fmt.column_checksum(a) for name, a in arrays.items()}
-        if self.reads_ahead:
-            self._region.flush()
-        else:
-            for c in layout.columns:
-                _pwrite_all(fd, arrays[c.name], c.offset)
-        os.pwrite(fd, layout.header(sums), 0)
-        os.fsync(fd)
-        check = fmt.read_header(fd)
-        if check.checksums != sums or check.layout.key != layout.key:
-            raise fmt.BadFile("its header did not read back as written")
-        for c in () if self.reads_ahead else layout.columns:
-            if _file_checksum(fd, c) != sums[c.name]:
-                raise fmt.BadFile(f"its {c.name} rows did not read back as written")
-        os.rename(self._held.temp, self.path)
-        _fsync_folder(self.path.parent)
-        self._held.temp = None
-        # From now on a reader like any other: shared, so `clean` leaves it alone.
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self.persisted = True
-        if self.reads_ahead:
-            memory.read_randomly(self._region)
-            return
-        self._region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
-        swap(_views(self._region, layout))
-        # The filled memory goes once nothing else holds it: the mapping serves now.
-        self._current = self._given = None
-
-    def _forget_file(self) -> None:
-        """Forgets the current file; a temporary one is removed (the mapping stays
-        valid for the rows still held)."""
-        self._held.drop_temp()
+    def _give_up(self) -> None:
+        """Forgets the file: the temporary one is removed, and the key's lock goes (a
+        mapping of it keeps its rows readable for those still held)."""
+        self._held.close()
         if self._region is not None and self._fd is not None:
             # The descriptor (and its lock) goes with the last view of the rows.
             weakref.finalize(self._region, _close_fd, self._fd)
         elif self._fd is not None:
             _close_fd(self._fd)
-        self._region = self._fd = None
-        self._current = self._given = None
+        self._region = self._fd = self._current = None
 
     def close(self) -> None:
         """Gives up an unfinished fill: its temporary file goes, and the key's lock."""
         with self._lock:
             if not self.persisted:
-                self._forget_file()
-            self._held.release_key()
+                self._give_up()
 
 
 def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
@@ -758,30 +710,6 @@ def _named(file: dict[str, np.ndarray], names: dict[str, str], wanted) -> dict[s
     """The file's columns `wanted` (names as the cache asks for them; `names`: the file's
     name of each, where it differs)."""
     return {name: file[names.get(name, name)] for name in wanted}
-
-
-@dataclasses.dataclass
-class _Held:
-    """What an unfinished fill holds: the key's lock and its temporary file."""
-
-    lock_fd: int | None
-    temp: Path | None = None
-
-    def drop_temp(self) -> None:
-        """Removes the temporary file (a mapping of it keeps its rows readable)."""
-        if self.temp is not None:
-            self.temp.unlink(missing_ok=True)
-            self.temp = None
-
-    def release_key(self) -> None:
-        if self.lock_fd is not None:
-            _close_fd(self.lock_fd)
-            self.lock_fd = None
-
-    def abandon(self) -> None:
-        """A `FileFill` gone before its file was made visible: nothing of it stays."""
-        self.drop_temp()
-        self.release_key()
 
 
 def _close_fd(fd: int) -> None:

@@ -42,7 +42,7 @@ FEATURES = {"label": ((), np.int64)}
 # -- the values the code before `fingerprint` made ----------------------------------
 # Computed once at main 49a2ecc (before this module's `fingerprint` existed) from this
 # module's build, `key`, `RecordedBucket` and `PINNED_ROWS`; that run also wrote the file in
-# data/ (`persisted.open_pictures` filled with `pinned_pictures` and the labels).
+# data/ (`persisted.open_file` filled with `pinned_pictures` and the labels).
 
 LOCAL_NAME = "toy-1-1.0.0.train.8960b4e1ab2b4d73.arena"
 LOCAL_DIGEST = "8960b4e1ab2b4d739034b279c3178a83080a1f6aaa4fa29870e7859d72953c6a"
@@ -191,7 +191,7 @@ def test_a_persistent_file_written_before_is_served(build):
     def never():
         raise AssertionError("a served file is not filled again")
 
-    opened, _ = persisted.open_pictures(
+    opened, _ = persisted.open_file(
         origin("build"),
         np.arange(N),
         output_size=SIZE,

@@ -1,6 +1,6 @@
 """The augmentation cache's persistent file without TensorFlow: its key (back-end neutral,
 augment-free, every shard format fingerprinted, the decoder's version read when keyed),
-and a fill served back in another `open_pictures` without a pass over the pictures."""
+and a fill served back in another `open_file` without a pass over the pictures."""
 
 from __future__ import annotations
 
@@ -106,12 +106,12 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
         "what": "toy train",
     }
     strings = {"image/filename": ((), object)}
-    opened, _ = persisted.open_pictures(origin(shards), range(4), features=strings, **common)
+    opened, _ = persisted.open_file(origin(shards), range(4), features=strings, **common)
     assert opened is None
     boxes = origin(shards)
     boxes = persisted.Origin(boxes.dataset, boxes.split, boxes.shard_files, None)
     label = {"label": ((), np.int64)}
-    opened, _ = persisted.open_pictures(boxes, range(4), features=label, **common)
+    opened, _ = persisted.open_file(boxes, range(4), features=label, **common)
     assert opened is None
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and "is not a fixed-size number" in said[0], said
@@ -142,7 +142,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         "budget": budget,
         "what": "toy train",
     }
-    opened, _ = persisted.open_pictures(
+    opened, _ = persisted.open_file(
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
     assert opened is not None and not opened.filled
@@ -167,7 +167,7 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     def never():
         raise AssertionError("a served file needs no reference sizes")
 
-    reopened, _ = persisted.open_pictures(
+    reopened, _ = persisted.open_file(
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
     assert reopened is not None and reopened.filled and reopened.path == opened.path
