@@ -82,9 +82,6 @@ from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
 from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import jpeg_blocks, platform
 
-KIND = "pictures"
-FEATURE = "feature/"
-
 
 @dataclasses.dataclass(frozen=True)
 class Origin:
@@ -166,6 +163,11 @@ def not_kept(features: dict[str, tuple]) -> str | None:
         if np.dtype(dtype).kind not in "biuf" or None in tuple(shape):
             return f"{name!r} is not a fixed-size number"
     return None
+
+
+KIND = "pictures"  # What every persistent file's key says it holds.
+# The file's name of each kept feature (the store's other columns keep theirs).
+FEATURE = "feature/"
 
 
 def key(
@@ -257,20 +259,42 @@ def open_file(
     could not keep them).
     `folder` None: the default cache folder (`open_or_plan`).
     """
-    made, why = _keyed(
+    # Why this read cannot be kept, said in one line by a read that would fill a picture
+    # store's file (an arena of examples falls back to memory as without persist).
+    say = what is not None and pictures
+    if origin.hook is None:
+        if say:
+            logging.warning(
+                "fast_tfds: persist=True: the targets of %s are more than the label, which a "
+                "persistent cache does not keep: caching %s in memory for this run only.",
+                what,
+                what,
+            )
+        return None, "cannot hold targets beyond the label"
+    reason = not_kept(features)
+    if reason is not None:
+        if say:
+            logging.warning(
+                "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
+                "persistent cache: cached in memory for this run only (as_supervised=True "
+                "keeps only the label).",
+                reason,
+                what,
+            )
+        return None, f"cannot hold these features ({reason})"
+    made = key(
         origin,
         slot_examples,
         output_size,
         shorter_side,
         features,
-        what if pictures else None,
         pictures=pictures,
         decoder=decoder,
     )
     if made is None:
-        return None, why
+        return None, "cannot be keyed (the shard files are not local)"
     n = len(np.asarray(slot_examples).reshape(-1))
-    names = {k: FEATURE + k for k in features}  # The file's name of each kept feature.
+    names = {k: FEATURE + k for k in features}
     columns = {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()}
     feature_bytes = n * sum(
         int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
@@ -308,34 +332,6 @@ def open_file(
         found = opened.backing.rows if opened.filled else planned
         opened.heights, opened.widths = found[HEIGHTS], found[WIDTHS]
     return opened, ""
-
-
-def _keyed(origin, slot_examples, output_size, shorter_side, features, what, **kind):
-    """(the file's key, "") or (None, why not, in a few words); with `what` (a read that
-    would fill a picture store's file), why not is also said in one log line. `kind`:
-    `key`'s `pictures` and `decoder`."""
-    if origin.hook is None:
-        if what is not None:
-            logging.warning(
-                "fast_tfds: persist=True: the targets of %s are more than the label, which a "
-                "persistent cache does not keep: caching %s in memory for this run only.",
-                what,
-                what,
-            )
-        return None, "cannot hold targets beyond the label"
-    reason = not_kept(features)
-    if reason is not None:
-        if what is not None:
-            logging.warning(
-                "fast_tfds: persist=True: %s, so the examples of %s cannot be kept in a "
-                "persistent cache: cached in memory for this run only (as_supervised=True "
-                "keeps only the label).",
-                reason,
-                what,
-            )
-        return None, f"cannot hold these features ({reason})"
-    made = key(origin, slot_examples, output_size, shorter_side, features, **kind)
-    return made, "" if made is not None else "cannot be keyed (the shard files are not local)"
 
 
 # -- the key and the file's name ---------------------------------------------------

@@ -55,6 +55,10 @@ MAGIC = b"FAST_TFDS_ARENA\0"
 FORMAT_VERSION = 3
 _FIXED = struct.Struct("<16sII32s")  # magic, version, JSON length, sha256 of the JSON
 _MAX_JSON = 1 << 24  # A length beyond this is a damaged header, not a big one.
+# The names of a complete file, its key's lock and a fill's temporary file (above).
+SUFFIX = ".arena"
+LOCK_SUFFIX = ".arena-lock"
+TEMP_MARK = ".arena-tmp-"
 
 
 class BadFile(ValueError):
@@ -196,11 +200,6 @@ def _page_up(n: int) -> int:
 
 
 # -- the files in a folder ---------------------------------------------------------
-
-
-SUFFIX = ".arena"
-LOCK_SUFFIX = ".arena-lock"
-TEMP_MARK = ".arena-tmp-"
 
 
 def lock_path(path: Path) -> Path:
