@@ -612,9 +612,14 @@ class FileFill(memory.Backing):
                 check = fmt.read_header(fd)
                 if check.checksums != sums or check.layout.key != layout.key:
                     raise fmt.BadFile("its header did not read back as written")
-                for c in () if self.reads_ahead else layout.columns:
-                    if _file_checksum(fd, c) != sums[c.name]:
-                        raise fmt.BadFile(f"its {c.name} rows did not read back as written")
+                if not self.reads_ahead:  # Read back through the mapping that serves them.
+                    if os.fstat(fd).st_size < layout.file_size:
+                        raise fmt.BadFile("shorter than its header says")
+                    region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
+                    views = _views(region, layout)
+                    for c in layout.columns:
+                        if fmt.column_checksum(views[c.name]) != sums[c.name]:
+                            raise fmt.BadFile(f"its {c.name} rows did not read back as written")
                 os.rename(self._temp, self.path)
                 _fsync_folder(self.path.parent)
                 # From now on a reader like any other: shared, so `clean` leaves it alone.
@@ -623,8 +628,8 @@ class FileFill(memory.Backing):
                 if self.reads_ahead:
                     memory.read_randomly(self._region)
                     return
-                self._region = mmap.mmap(fd, layout.file_size, access=mmap.ACCESS_COPY)
-                replace(given, _named(_views(self._region, layout), self.names, given))
+                self._region = region
+                replace(given, _named(views, self.names, given))
                 # The filled memory goes once nothing else holds it: the mapping serves now.
                 self._current = None
             except (OSError, fmt.BadFile) as err:
@@ -662,21 +667,6 @@ def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
     while data:
         written = os.pwrite(fd, data[: 1 << 30], offset)
         data, offset = data[written:], offset + written
-
-
-def _file_checksum(fd: int, column) -> int:
-    """The checksum of a column's rows as the file holds them, read back in chunks."""
-    row_bytes = column.nbytes // max(column.rows, 1)
-    per_chunk = max(1, (16 << 20) // max(row_bytes, 1))
-    total = 0
-    for start in range(0, column.rows, per_chunk):
-        n = min(per_chunk, column.rows - start)
-        data = os.pread(fd, n * row_bytes, column.offset + start * row_bytes)
-        if len(data) != n * row_bytes:
-            raise fmt.BadFile("shorter than its header says")
-        rows = np.frombuffer(data, column.dtype).reshape((n, *column.shape))
-        total = fmt.add(total, fmt.column_checksum(rows))
-    return total
 
 
 class ServedFile(memory.Backing):

@@ -225,7 +225,8 @@ def _describe(path: Path) -> housekeeping.Entry | None:
         key, problem = ({}, None) if temp else _key_of(path, stat.st_size)
     except OSError:
         return None
-    held = housekeeping.RUNNING if in_use(path) else None
+    # Mapped by a running process (a shared lock), or filled (exclusive).
+    held = housekeeping.RUNNING if housekeeping.is_locked(path, readers_too=True) else None
     state = "persistent, in use" if held else "persistent"
     spent = None
     if temp:
@@ -257,11 +258,6 @@ def _key_of(path: Path, size: int) -> tuple[dict, str | None]:
     finally:
         os.close(fd)
     return layout.key, None if layout.file_size == size else "truncated"
-
-
-def in_use(path: Path) -> bool:
-    """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
-    return housekeeping.is_locked(path, readers_too=True)
 
 
 def _remove(path: Path) -> str | None:
