@@ -191,10 +191,6 @@ def _byte_sum(data: np.ndarray) -> int:
     return total & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def add(a: int, b: int) -> int:
-    return (a + b) & 0xFFFF_FFFF_FFFF_FFFF
-
-
 def _page_up(n: int) -> int:
     return -(-n // mmap.PAGESIZE) * mmap.PAGESIZE
 
