@@ -321,6 +321,8 @@ def open_file(
         None if pictures and sizes is None else plan,
         what=what,
         names=names,
+        # Served rows of an arena over the budget are asked for ahead; a served picture
+        # store's pictures are not.
         reads_ahead=over and not pictures,
     )
     if opened.backing is None:
@@ -465,10 +467,9 @@ def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, 
         os.close(fd)
         return None, f"cannot be read ({err})", 0
     weakref.finalize(region, os.close, fd)
-    try:  # The last use, for `fast-tfds cache list|clean --older-than`.
+    # The last use, for `fast-tfds cache list|clean --older-than` (not in a read-only folder).
+    with contextlib.suppress(OSError):
         os.utime(path, (time.time(), os.stat(path).st_mtime))
-    except OSError:  # A read-only folder.
-        pass
     return _views(region, found), None, size
 
 
