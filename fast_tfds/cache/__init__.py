@@ -15,7 +15,7 @@
   MemAvailable), `placement` puts the rows in memory when they fit that budget and
   otherwise in `disk_rows`, a memory-mapped file on disk.
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
-  plain or augmented, of both back ends; `persistent` opens or fills such a file, which
+  plain or augmented, of both back ends, and opening or filling such a file, which
   later and concurrent processes map and serve from their first epoch;
   `persistent_format` is the file itself: its checked header, its names, and finding and
   removing such files.

@@ -1,7 +1,7 @@
 """Where a cache's columns live: one interface (`Backing`) that every cache asks for its
 memory and tells once it is filled, implemented by anonymous memory (`InMemory`), rows on
-disk (`placement.DiskRows`) and the persistent file (`persistent.FileFill` while it is
-filled, `persistent.ServedFile` once it is complete)."""
+disk (`placement.DiskRows`) and the persistent file (`persisted.FileFill` while it is
+filled, `persisted.ServedFile` once it is complete)."""
 
 from __future__ import annotations
 

@@ -55,6 +55,10 @@ MAGIC = b"FAST_TFDS_ARENA\0"
 FORMAT_VERSION = 3
 _FIXED = struct.Struct("<16sII32s")  # magic, version, JSON length, sha256 of the JSON
 _MAX_JSON = 1 << 24  # A length beyond this is a damaged header, not a big one.
+# The names of a complete file, its key's lock and a fill's temporary file (above).
+SUFFIX = ".arena"
+LOCK_SUFFIX = ".arena-lock"
+TEMP_MARK = ".arena-tmp-"
 
 
 class BadFile(ValueError):
@@ -187,20 +191,11 @@ def _byte_sum(data: np.ndarray) -> int:
     return total & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def add(a: int, b: int) -> int:
-    return (a + b) & 0xFFFF_FFFF_FFFF_FFFF
-
-
 def _page_up(n: int) -> int:
     return -(-n // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
 # -- the files in a folder ---------------------------------------------------------
-
-
-SUFFIX = ".arena"
-LOCK_SUFFIX = ".arena-lock"
-TEMP_MARK = ".arena-tmp-"
 
 
 def lock_path(path: Path) -> Path:
@@ -226,7 +221,8 @@ def _describe(path: Path) -> housekeeping.Entry | None:
         key, problem = ({}, None) if temp else _key_of(path, stat.st_size)
     except OSError:
         return None
-    held = housekeeping.RUNNING if in_use(path) else None
+    # Mapped by a running process (a shared lock), or filled (exclusive).
+    held = housekeeping.RUNNING if housekeeping.is_locked(path, readers_too=True) else None
     state = "persistent, in use" if held else "persistent"
     spent = None
     if temp:
@@ -258,11 +254,6 @@ def _key_of(path: Path, size: int) -> tuple[dict, str | None]:
     finally:
         os.close(fd)
     return layout.key, None if layout.file_size == size else "truncated"
-
-
-def in_use(path: Path) -> bool:
-    """Whether a running process maps `path` (a shared lock) or fills it (exclusive)."""
-    return housekeeping.is_locked(path, readers_too=True)
 
 
 def _remove(path: Path) -> str | None:

@@ -288,7 +288,7 @@ def open_store(
         return header_sizes()  # Sizes vary (or a hook's window cuts each).
 
     if origin is not None:
-        opened, _ = persisted.open_pictures(
+        opened, _ = persisted.open_file(
             origin,
             slot_examples,
             output_size=output_size,
@@ -315,7 +315,7 @@ def file_store(
     output_size: tuple[int, int],
     shorter_side: int | None,
 ) -> Store:
-    """The picture store over a persistent file's columns (`persisted.open_pictures`):
+    """The picture store over a persistent file's columns (`persisted.open_file`):
     served if the file is complete, else filled."""
     pictures = PictureSizes(opened.heights, opened.widths, output_size, shorter_side)
     n = len(opened.heights)

@@ -26,7 +26,7 @@ from fast_tfds.core.dataset_hooks import Window
 
 # The version of the pixels this module makes. Bump it with any change that alters a
 # decoded pixel (scale choice, filter, rounding, a library's decoding options): the
-# persistent caches (`fast_tfds.cache.persistent`) are keyed by it, so files of the
+# persistent caches (`fast_tfds.cache.persisted`) are keyed by it, so files of the
 # old pixels are never served.
 DECODER_VERSION = 1
 

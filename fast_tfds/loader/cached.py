@@ -115,11 +115,11 @@ def targets(cache: stores.Store, slots) -> list:
 
 def served(reopen: dict, required: bool = True) -> stores.Store | None:
     """The store of a complete persistent file, for a process that only reads it;
-    `reopen` holds `persisted.open_pictures`' arguments and the shard. A one-line
+    `reopen` holds the arguments of `persisted.open_file` and the shard. A one-line
     ValueError when the file is not there, complete and current, if `required`
     (persist=True); else (cache="auto") None, with one log line."""
     options = {k: v for k, v in reopen.items() if k not in ("shard_index", "shard_count", "what")}
-    stored, why = persisted.open_pictures(**options)
+    stored, why = persisted.open_file(**options)
     if stored is None and not required:
         logging.info(
             "fast_tfds: cache='auto' with worker processes: no persisted cache of %s in %s "

@@ -533,7 +533,7 @@ def arena_rows(reading, specs: dict[str, tf.TensorSpec]) -> tuple[Backing, bool]
     persistent file to serve (filled) or a new persistent file to fill; else, or where
     this run cannot persist, memory or disk rows (`placement`)."""
     if reading.cache.persist:
-        rows = stored_pictures.open_rows(
+        rows, _ = stored_pictures.open_file(
             pictures_origin(reading),
             reading.slots.index,
             output_size=as_hw(reading.image_size),
@@ -541,6 +541,7 @@ def arena_rows(reading, specs: dict[str, tf.TensorSpec]) -> tuple[Backing, bool]
             folder=reading.cache.folder,
             budget=reading.cache.budget,
             what=f"{reading.builder.info.full_name} {reading.split}",
+            pictures=False,
             decoder=f"tensorflow {tf.__version__}" if reading.service_address is not None else None,
         )
         if rows is not None:

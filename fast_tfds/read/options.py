@@ -126,7 +126,7 @@ class ReadOptions(SharedOptions):
         recipe of that cache resolution, and `as_fast_loader(persist=True)` of the
         same build, shares it; features that are strings (as_supervised=False) cannot
         be kept, and are cached in memory for the run (one log line). See
-        docs/reading.md and `fast_tfds.cache.persistent`.
+        docs/reading.md and `fast_tfds.cache.persisted`.
       shuffle: shuffle file order and examples (a new order every epoch); epochs
         served from the arena are a permutation of the whole split. False: the
         split's record order (as `tfds.data_source` and `tfds.load(...,

@@ -21,7 +21,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from fast_tfds.cache import fingerprint, persisted, persistent, tf_file_listing
+from fast_tfds.cache import fingerprint, persisted, tf_file_listing
 from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
@@ -42,7 +42,7 @@ FEATURES = {"label": ((), np.int64)}
 # -- the values the code before `fingerprint` made ----------------------------------
 # Computed once at main 49a2ecc (before this module's `fingerprint` existed) from this
 # module's build, `key`, `RecordedBucket` and `PINNED_ROWS`; that run also wrote the file in
-# data/ (`persisted.open_pictures` filled with `pinned_pictures` and the labels).
+# data/ (`persisted.open_file` filled with `pinned_pictures` and the labels).
 
 LOCAL_NAME = "toy-1-1.0.0.train.8960b4e1ab2b4d73.arena"
 LOCAL_DIGEST = "8960b4e1ab2b4d739034b279c3178a83080a1f6aaa4fa29870e7859d72953c6a"
@@ -138,8 +138,8 @@ def bucket(monkeypatch):
 def test_a_local_build_keys_and_names_its_persistent_file_as_before(build):
     made = key("build")
     assert made["shards"] == [[f"build/{name}", 10 + i, MTIME_NS] for i, name in enumerate(TRAIN)]
-    assert persistent.key_digest(made) == LOCAL_DIGEST
-    assert persistent.file_name(made) == LOCAL_NAME
+    assert persisted.key_digest(made) == LOCAL_DIGEST
+    assert persisted.file_name(made) == LOCAL_NAME
 
 
 def test_a_bucket_keys_and_names_its_persistent_file_as_before(build, bucket):
@@ -148,8 +148,8 @@ def test_a_bucket_keys_and_names_its_persistent_file_as_before(build, bucket):
         [f"{BUCKET_FOLDER}/{name}", 10 + i, f"170000000012345{i}", f"AAAAA{i}=="]
         for i, name in enumerate(TRAIN)
     ]
-    assert persistent.key_digest(made) == BUCKET_DIGEST
-    assert persistent.file_name(made) == BUCKET_NAME
+    assert persisted.key_digest(made) == BUCKET_DIGEST
+    assert persisted.file_name(made) == BUCKET_NAME
 
 
 def test_a_file_cache_is_named_as_before(build):
@@ -191,7 +191,7 @@ def test_a_persistent_file_written_before_is_served(build):
     def never():
         raise AssertionError("a served file is not filled again")
 
-    opened, _ = persisted.open_pictures(
+    opened, _ = persisted.open_file(
         origin("build"),
         np.arange(N),
         output_size=SIZE,
@@ -203,7 +203,7 @@ def test_a_persistent_file_written_before_is_served(build):
         what="toy train",
     )
     assert opened is not None and opened.filled
-    assert isinstance(opened.backing, persistent.ServedFile)
+    assert isinstance(opened.backing, persisted.ServedFile)
     assert opened.path == Path("cache") / LOCAL_NAME
     pictures = PictureSizes(opened.heights, opened.widths, SIZE, SHORTER_SIDE)
     served = Store(N, FEATURES, None, opened.backing, pictures=pictures, filled=opened.filled)

@@ -1,6 +1,6 @@
 """The augmentation cache's persistent file without TensorFlow: its key (back-end neutral,
 augment-free, every shard format fingerprinted, the decoder's version read when keyed),
-and a fill served back in another `open_pictures` without a pass over the pictures."""
+and a fill served back in another `open_file` without a pass over the pictures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from fast_tfds.cache import housekeeping, persisted, persistent, persistent_format
+from fast_tfds.cache import housekeeping, persisted, persistent_format
 from fast_tfds.cache.persistent_format import read_header
 from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
@@ -106,12 +106,12 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
         "what": "toy train",
     }
     strings = {"image/filename": ((), object)}
-    opened, _ = persisted.open_pictures(origin(shards), range(4), features=strings, **common)
+    opened, _ = persisted.open_file(origin(shards), range(4), features=strings, **common)
     assert opened is None
     boxes = origin(shards)
     boxes = persisted.Origin(boxes.dataset, boxes.split, boxes.shard_files, None)
     label = {"label": ((), np.int64)}
-    opened, _ = persisted.open_pictures(boxes, range(4), features=label, **common)
+    opened, _ = persisted.open_file(boxes, range(4), features=label, **common)
     assert opened is None
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and "is not a fixed-size number" in said[0], said
@@ -142,11 +142,11 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
         "budget": budget,
         "what": "toy train",
     }
-    opened, _ = persisted.open_pictures(
+    opened, _ = persisted.open_file(
         origin(shards), range(n), sizes=lambda: (heights, widths), **common
     )
     assert opened is not None and not opened.filled
-    assert isinstance(opened.backing, persistent.FileFill)
+    assert isinstance(opened.backing, persisted.FileFill)
     stored = store_of(opened, common)
     pictures = []
     for slot in reversed(range(n)):  # in any order
@@ -167,11 +167,11 @@ def test_a_filled_file_is_served_without_sizing_the_pictures_again(shards, tmp_p
     def never():
         raise AssertionError("a served file needs no reference sizes")
 
-    reopened, _ = persisted.open_pictures(
+    reopened, _ = persisted.open_file(
         origin(shards, "array_record"), range(n), sizes=never, **common
     )
     assert reopened is not None and reopened.filled and reopened.path == opened.path
-    assert isinstance(reopened.backing, persistent.ServedFile)
+    assert isinstance(reopened.backing, persisted.ServedFile)
     served = store_of(reopened, common)
     assert served.pictures.filled
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)

@@ -1,6 +1,6 @@
 """The persistent arena's file without TensorFlow: fill, header checks, the key's lock.
 
-A table of fixed columns (`Store`) is filled with a `persistent.FileFill` backing as the
+A table of fixed columns (`Store`) is filled with a `persisted.FileFill` backing as the
 reader fills it (batches written at their rows, in any order), then opened again as
 another run would open it. Every byte of the header is flipped in turn: each flip is
 caught at open.
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persistent, persistent_format
+from fast_tfds.cache import persisted, persistent_format
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
 from fast_tfds.cache.store import Store
 
@@ -31,21 +31,21 @@ def rows() -> dict[str, np.ndarray]:
     }
 
 
-def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persistent.Opened:
+def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persisted.Stored:
     """The file of `key` opened as the fallback's arena of examples opens it."""
-    return persistent.open_or_plan(
+    return persisted.open_or_plan(
         folder, key, lambda: (N, COLUMNS, read_ahead), what=f"toy {key['split']}"
     )
 
 
 def fill(
     folder: Path, key=KEY, *, stop_after: int | None = None, read_ahead: bool = False
-) -> persistent.Opened:
+) -> persisted.Stored:
     """Fills the file of `key` as the reader does: blocks of 8 written out of order.
     `read_ahead`: as over the memory budget, the fill writes the file's mapping."""
     opened = open_toy(folder, key, read_ahead=read_ahead)
-    assert opened.rows is None and opened.fill is not None
-    arena = Store(N, COLUMNS, None, opened.fill)
+    assert not opened.filled and opened.backing is not None
+    arena = Store(N, COLUMNS, None, opened.backing)
     data = rows()
     filled = arena.arrays
     starts = list(range(0, N, 8))[::-1]
@@ -55,7 +55,7 @@ def fill(
         stop = min(start + 8, N)
         arena.write(np.arange(start, stop), *(data[k][start:stop] for k in arena.keys))
     assert arena.filled
-    opened.fill.writing.join(timeout=60)
+    opened.backing.writing.join(timeout=60)
     if not read_ahead:  # Filled in memory, then served from the file's mapping.
         assert arena.arrays is not filled
         for k in arena.keys:
@@ -64,7 +64,8 @@ def fill(
 
 
 def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
-    return open_toy(folder, key).rows
+    opened = open_toy(folder, key)
+    return opened.backing.rows if opened.filled else None
 
 
 @pytest.mark.parametrize("posix_fallocate", [True, False], ids=["posix_fallocate", "without"])
@@ -75,9 +76,9 @@ def test_a_filled_file_is_served_with_the_rows_written(
     if not posix_fallocate:  # As on macOS: core.platform's fallback reserves the file.
         monkeypatch.delattr(os, "posix_fallocate", raising=False)
     opened = fill(tmp_path, read_ahead=read_ahead)
-    assert type(opened.fill) is persistent.FileFill
-    assert opened.fill.reads_ahead is read_ahead
-    assert opened.fill.persisted and opened.path.exists()
+    assert type(opened.backing) is persisted.FileFill
+    assert opened.backing.reads_ahead is read_ahead
+    assert opened.backing.persisted and opened.path.exists()
     got = served(tmp_path)
     assert got is not None
     for k, want in rows().items():
@@ -100,9 +101,9 @@ def test_every_header_byte_flipped_is_caught_and_refilled(tmp_path, caplog):
         damaged[position] ^= 0x01
         path.write_bytes(bytes(damaged))
         opened = open_toy(tmp_path)
-        assert opened.rows is None, f"a flipped byte at {position} was not caught"
-        assert opened.fill is not None  # refilled
-        opened.fill.close()
+        assert not opened.filled, f"a flipped byte at {position} was not caught"
+        assert opened.backing is not None  # refilled
+        opened.backing.close()
         path.write_bytes(original)
     assert served(tmp_path) is not None
 
@@ -112,22 +113,22 @@ def test_a_truncated_file_is_refilled(tmp_path, caplog):
     size = path.stat().st_size
     os.truncate(path, size - 4096)
     opened = open_toy(tmp_path)
-    assert opened.rows is None and opened.fill is not None
+    assert not opened.filled and opened.backing is not None
     assert any("is truncated" in r.getMessage() for r in caplog.records), caplog.text
-    opened.fill.close()
+    opened.backing.close()
 
 
 def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, caplog):
     path = fill(tmp_path).path
     other = {**KEY, "split": "test"}
     # A file renamed to another key's name: the key in its header says so.
-    target = tmp_path / persistent.file_name(other)
+    target = tmp_path / persisted.file_name(other)
     assert target != path
     os.replace(path, target)
     opened = open_toy(tmp_path, other)
-    assert opened.rows is None
+    assert not opened.filled
     assert any("was made from other inputs" in r.getMessage() for r in caplog.records)
-    opened.fill.close()
+    opened.backing.close()
 
 
 def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
@@ -136,10 +137,10 @@ def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
     assert len(temps) == 1 and not opened.path.exists()
     # While it runs, a second filler finds the key taken and caches in memory.
     second = open_toy(tmp_path)
-    assert second.rows is None and second.fill is None
-    opened.fill.close()
+    assert second.backing is None
+    opened.backing.close()
     assert not temps[0].exists() and not opened.path.exists()
-    assert fill(tmp_path).fill.persisted
+    assert fill(tmp_path).backing.persisted
 
 
 def test_the_format_version_is_in_the_header(tmp_path):
@@ -149,13 +150,13 @@ def test_the_format_version_is_in_the_header(tmp_path):
 
 @pytest.mark.parametrize("columns", [{"x": ((3,), np.uint8)}, {"x": ((), np.float32)}])
 def test_checksums_do_not_depend_on_how_rows_are_grouped(columns):
-    from fast_tfds.cache.persistent_format import add, column_checksum
+    from fast_tfds.cache.persistent_format import column_checksum
 
     shape, dtype = columns["x"]
     data = (np.arange(N * int(np.prod(shape))) * 7919 % 251).astype(dtype).reshape(N, *shape)
     total = 0
     for start in (30, 0, 10, 20):
-        total = add(total, column_checksum(data[start : start + 10]))
+        total = (total + column_checksum(data[start : start + 10])) % 2**64
     assert total == column_checksum(data)
     flipped = data.copy()
     flipped.reshape(-1).view(np.uint8)[5] ^= 0x10
@@ -171,8 +172,8 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     def plan():
         return N, {"bytes": ((), np.uint8, 1000), "label": ((), np.int64)}, False
 
-    opened = persistent.open_or_plan(tmp_path, key, plan, what="toy pictures")
-    fill = opened.fill
+    opened = persisted.open_or_plan(tmp_path, key, plan, what="toy pictures")
+    fill = opened.backing
     arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
     assert {k: a.shape for k, a in arrays.items()} == {"bytes": (1000,), "label": (N,)}
     for k, a in arrays.items():
@@ -186,7 +187,7 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     def never():
         raise AssertionError("a good file is served without a plan")
 
-    got = persistent.open_or_plan(tmp_path, key, never, what="toy pictures").rows
+    got = persisted.open_or_plan(tmp_path, key, never, what="toy pictures").backing.rows
     for k, want in data.items():
         np.testing.assert_array_equal(got[k], want)
 

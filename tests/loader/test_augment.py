@@ -20,7 +20,7 @@ import cats_vs_dogs_fast
 import stanford_dogs_tfrecord
 from fast_tfds import Augment
 from fast_tfds.augment import kernels, windows
-from fast_tfds.cache import persistent
+from fast_tfds.cache import persisted
 from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
@@ -297,7 +297,7 @@ def test_shards_persist_apart_and_each_serves_its_own_examples(
             for image, label in zip(images, labels, strict=True)
         )
         backing = loader.cache.backing  # The file is written out in a thread of its own.
-        if isinstance(backing, persistent.FileFill) and backing.writing is not None:
+        if isinstance(backing, persisted.FileFill) and backing.writing is not None:
             backing.writing.join(timeout=60)
         return out
 

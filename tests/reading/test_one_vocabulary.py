@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import cats_vs_dogs_fast
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import persistent
+from fast_tfds.cache import persisted
 from fast_tfds.loader.options import LoaderOptions
 from fast_tfds.read.options import ReadOptions
 from tests.reading import backends
@@ -259,7 +259,7 @@ def test_auto_with_workers_serves_a_persisted_file_or_reads_without_a_cache(
     filler = loader.open(persist=True, **common)
     first = [np.asarray(x).copy() for x, _ in filler]
     backing = filler.cache.backing  # The file is written out in a thread of its own.
-    assert isinstance(backing, persistent.FileFill)
+    assert isinstance(backing, persisted.FileFill)
     backing.writing.join(timeout=120)
     assert backing.persisted
     served = loader.open(num_workers=2, **common)

@@ -22,7 +22,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.augment.spec import Augment
-from fast_tfds.cache import persistent
+from fast_tfds.cache.persisted import FileFill
 from fast_tfds.read import records
 from tests.helpers import child_env, run_ok
 from tests.loader.new_process import run
@@ -134,7 +134,7 @@ def test_a_persistent_file_a_shuffled_run_filled_serves_the_record_order(
     assert [k for _, _, k in _rows(shuffled)] != list(range(len(expected)))
     if backend.name == "loader":
         backing = shuffled.cache.backing  # worker processes below map the file whole
-        assert isinstance(backing, persistent.FileFill)
+        assert isinstance(backing, FileFill)
         backing.writing.join(timeout=120)
         assert backing.persisted
     persisted(tmp_path)  # written out by a thread of its own once the fill completes
