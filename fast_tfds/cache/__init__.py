@@ -11,9 +11,9 @@
   Grain; `store.open_store` opens a picture store the same way for both.
 - `memory`: where a table's columns live, one interface (`Backing`) for memory, rows on
   disk and the persistent file; anonymous memory by default.
-- Where its rows live: `memory_budget` finds what the process may use (cgroup limits,
-  MemAvailable), `placement` puts the rows in memory when they fit that budget and
-  otherwise in `disk_rows`, a memory-mapped file on disk.
+- Where its rows live: `placement` finds what the process may use (cgroup limits,
+  MemAvailable) and puts the rows in memory when they fit that budget, otherwise in
+  `disk_rows`, a memory-mapped file on disk.
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
   plain or augmented, of both back ends; `persistent` opens or fills such a file, which
   later and concurrent processes map and serve from their first epoch;
