@@ -109,41 +109,28 @@ def cache_in_files(
     prefix = cache_prefix(cache, dataset_name, split, instructions, ds.element_spec, transform)
     if "://" in prefix:  # Remote files (gs://) cannot be flock-ed.
         return ds.cache(prefix)
-    where = os.fspath(cache)
     try:
         owner, unwritable = _own(prefix, dataset_name, split, instructions), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
         owner, unwritable = False, err
     if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
         return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
+    without = "reading without the cache (decoding every epoch)"
     if unwritable is not None:
-        logging.warning(
-            "cache=%s: cannot write %s.lock (%s); reading without the cache "
-            "(decoding every epoch).",
-            where,
-            prefix,
-            unwritable,
+        why = f"cannot write {prefix}.lock ({unwritable}); {without}."
+    elif not owner:
+        holder = tf_file_listing.holder(prefix + ".lock") or "pid ?"
+        why = (
+            f"another process ({holder}) is writing {prefix}; this dataset reads without "
+            "the cache (decoding every epoch) to leave it intact."
         )
-        return ds
-    if not owner:
-        logging.warning(
-            "cache=%s: another process (%s) is writing %s; this dataset reads "
-            "without the cache (decoding every epoch) to leave it intact.",
-            where,
-            tf_file_listing.holder(prefix + ".lock") or "pid ?",
-            prefix,
-        )
-        return ds
-    shortfall = _space_shortfall(prefix, ds.element_spec, instructions)
-    if shortfall:
-        logging.warning(
-            "cache=%s: not enough room for the cache (%s); reading without the cache "
-            "(decoding every epoch).",
-            where,
-            shortfall,
-        )
-        return ds
-    return _one_writer_at_a_time(ds, prefix)
+    else:
+        shortfall = _space_shortfall(prefix, ds.element_spec, instructions)
+        if not shortfall:
+            return _one_writer_at_a_time(ds, prefix)
+        why = f"not enough room for the cache ({shortfall}); {without}."
+    logging.warning("cache=%s: %s", os.fspath(cache), why)
+    return ds
 
 
 def _one_writer_at_a_time(ds: tf.data.Dataset, prefix: str) -> tf.data.Dataset:
