@@ -25,6 +25,8 @@ RUNNING = "a running process"
 # Why a cache can never be served again, when a process that is gone left it.
 UNFINISHED = "unfinished"
 LEFT = "left by a stopped run"
+# The units of an age, as `list` prints it and `clean --older-than` takes it.
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +127,10 @@ def lock_record(path: str | os.PathLike) -> dict:
 
 
 def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathLike]) -> str | None:
-    """Removes `files` unless a running process holds `lock` (shared or exclusive): then
-    why they are kept. The exclusive lock is taken first and held while removing (put the
-    lock file itself last), so a process that opens the cache meanwhile waits and then
-    finds it gone, or finds it held and does without it."""
+    """Removes `files`, then `lock` itself, unless a running process holds `lock` (shared
+    or exclusive): then why they are kept. The exclusive lock is taken first and held
+    while removing, the lock file last, so a process that opens the cache meanwhile waits
+    and then finds it gone, or finds it held and does without it."""
     try:
         fd = os.open(lock, os.O_RDONLY)
     except FileNotFoundError:
@@ -136,7 +138,7 @@ def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathL
     try:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        for path in files:
+        for path in [*files, lock]:
             Path(path).unlink(missing_ok=True)
     except BlockingIOError:
         return f"in use by {RUNNING}"
@@ -151,16 +153,15 @@ def size_text(n: int) -> str:
 
 
 def age_text(seconds: float) -> str:
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds / length:.1f}{unit} ago"
+    for unit in "dhm":
+        if seconds >= _SECONDS[unit]:
+            return f"{seconds / _SECONDS[unit]:.1f}{unit} ago"
     return f"{seconds:.0f}s ago"
 
 
 def parse_age(text: str) -> float:
     """'30d', '12h', '45m', '90s' or a number of days -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not match:
         raise ValueError(f"{text!r}: not an age (e.g. 30d, 12h, 45m, 90s)")
-    return float(match.group(1)) * units[match.group(2) or "d"]
+    return float(match.group(1)) * _SECONDS[match.group(2) or "d"]

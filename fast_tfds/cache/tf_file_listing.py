@@ -22,6 +22,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from stat import S_ISREG
 
 from fast_tfds.cache import fingerprint, housekeeping
 
@@ -58,59 +59,52 @@ def holder(lock_path: str) -> str | None:
 
 def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
     """The file caches among `names` (sorted), the files of each grouped by prefix."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, dict[str, os.stat_result]] = {}
     for name in names:
         match = _CACHE_FILE.match(name)
-        if match and os.path.isfile(os.path.join(folder, name)):
-            prefix = os.path.join(folder, match.group("prefix"))
-            groups.setdefault(prefix, []).append(os.path.join(folder, name))
+        path = os.path.join(folder, name)
+        try:
+            stat = os.stat(path) if match else None
+        except OSError:  # Removed meanwhile.
+            continue
+        if stat is not None and S_ISREG(stat.st_mode):
+            groups.setdefault(os.path.join(folder, match.group("prefix")), {})[path] = stat
     return [_describe(prefix, files) for prefix, files in groups.items()]
 
 
 FILE_CACHES = housekeeping.Kind("cache", _entries)
 
+# What `list` says of a cache no process holds, by why it can never be served again.
+_STATES = {
+    None: "complete",
+    "stale": "complete, stale (its dataset was rebuilt or removed)",
+    housekeeping.UNFINISHED: f"{housekeeping.UNFINISHED} ({housekeeping.LEFT})",
+}
 
-def _describe(prefix: str, files: list[str]) -> housekeeping.Entry:
+
+def _describe(prefix: str, files: dict[str, os.stat_result]) -> housekeeping.Entry:
     lock = prefix + LOCK_SUFFIX
     record = housekeeping.lock_record(lock)
-    sizes, times = [], []
-    for path in files:
-        try:
-            stat = os.stat(path)
-        except OSError:  # Removed meanwhile.
-            continue
-        sizes.append(stat.st_size)
-        times.append(stat.st_mtime)
     complete = os.path.exists(prefix + INDEX_SUFFIX)
     # Whether a shard the cache was made from changed or is gone since it was written.
     stale = fingerprint.changed(record.get("shards") or ())
+    spent = housekeeping.UNFINISHED if not complete else "stale" if stale else None
     held = holder(lock)
     if held:
         state = f"{'complete, in use' if complete else 'being written'} by {held}"
-    elif not complete:
-        state = f"{housekeeping.UNFINISHED} ({housekeeping.LEFT})"
-    elif stale:
-        state = "complete, stale (its dataset was rebuilt or removed)"
     else:
-        state = "complete"
+        state = _STATES[spent]
     return housekeeping.Entry(
         where=prefix,
         what=f"{record.get('dataset') or '?'} {record.get('split') or '?'}",
-        size=sum(sizes),
-        last_used=max(times, default=0.0),
+        size=sum(stat.st_size for stat in files.values()),
+        last_used=max((stat.st_mtime for stat in files.values()), default=0.0),
         state=state,
         holder=held,
-        spent=housekeeping.UNFINISHED if not complete else "stale" if stale else None,
-        remove=functools.partial(_remove, prefix, files),
+        spent=spent,
+        # Its files, the lock file last, while holding it: a process that opens the cache
+        # meanwhile finds it held and reads without it.
+        remove=functools.partial(
+            housekeeping.remove_unless_locked, lock, [f for f in files if f != lock]
+        ),
     )
-
-
-# -- removing ----------------------------------------------------------------------
-
-
-def _remove(prefix: str, files: list[str]) -> str | None:
-    """Deletes the cache's files unless a live process holds it (then: why it is kept).
-    The lock file last, while still holding it: a process that opens the cache meanwhile
-    finds it held and reads without it."""
-    lock = prefix + LOCK_SUFFIX
-    return housekeeping.remove_unless_locked(lock, [*(f for f in files if f != lock), lock])
