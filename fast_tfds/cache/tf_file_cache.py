@@ -91,26 +91,22 @@ _START_S = 1.0
 _SPACE_MARGIN = 1.05
 
 
-def cache_in_files(
-    ds: tf.data.Dataset,
-    cache: str | os.PathLike,
-    *,
-    dataset_name: str,
-    split: str,
-    instructions: Sequence[Any],
-    transform: Callable | None = None,
-) -> tf.data.Dataset:
+def cache_in_files(ds: tf.data.Dataset, cache: str | os.PathLike, **origin: Any) -> tf.data.Dataset:
     """`ds.cache()` in files under `cache` (a path prefix or an existing folder), safely.
+
+    `origin`: what `ds` is read from, as `cache_prefix` takes it (`dataset_name`, `split`,
+    `instructions`, optionally `transform`), which names the files; the lock file records
+    the first two and the shard files of the instructions.
 
     Returns `ds` cached in files of its own name, or `ds` itself (no cache, with
     a warning) while another process is writing that cache or when it cannot be
     written (a read-only folder, too little space).
     """
-    prefix = cache_prefix(cache, dataset_name, split, instructions, ds.element_spec, transform)
+    prefix = cache_prefix(cache, element_spec=ds.element_spec, **origin)
     if "://" in prefix:  # Remote files (gs://) cannot be flock-ed.
         return ds.cache(prefix)
     try:
-        owner, unwritable = _own(prefix, dataset_name, split, instructions), None
+        owner, unwritable = _own(prefix, origin), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
         owner, unwritable = False, err
     if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
@@ -125,7 +121,7 @@ def cache_in_files(
             "the cache (decoding every epoch) to leave it intact."
         )
     else:
-        shortfall = _space_shortfall(prefix, ds.element_spec, instructions)
+        shortfall = _space_shortfall(prefix, ds.element_spec, origin["instructions"])
         if not shortfall:
             return _one_writer_at_a_time(ds, prefix)
         why = f"not enough room for the cache ({shortfall}); {without}."
@@ -218,8 +214,9 @@ def _read_bytes(fi: Any) -> int:
 # -- ownership -------------------------------------------------------------------
 
 
-def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]) -> bool:
-    """Whether this process holds (now or from before) the writer's lock of `prefix`."""
+def _own(prefix: str, origin: dict[str, Any]) -> bool:
+    """Whether this process holds (now or from before) the writer's lock of `prefix`
+    (`origin` as `cache_in_files` takes it)."""
     if prefix in _held_locks:
         return True
     path = prefix + tf_file_listing.LOCK_SUFFIX
@@ -234,9 +231,10 @@ def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]
     except OSError:
         os.close(fd)
         return False
-    shards = [os.fspath(fi.filename) for fi in instructions]
+    shards = [os.fspath(fi.filename) for fi in origin["instructions"]]
     os.ftruncate(fd, 0)
-    os.pwrite(fd, tf_file_listing.lock_content(dataset_name, split, shards), 0)
+    record = tf_file_listing.lock_content(origin["dataset_name"], origin["split"], shards)
+    os.pwrite(fd, record, 0)
     _held_locks[prefix] = fd
     # No live process holds the lock: whatever a writer left is from a dead one.
     _remove_leftovers(prefix)
