@@ -28,9 +28,10 @@
   loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
-  (`tf_file_cache.cache_prefix`), and its files found and removed (`tf_file_listing`).
+  (`tf_file_cache.cache_prefix`), and its files found and removed
+  (`housekeeping.FILE_CACHES`).
 - `housekeeping`: what `fast-tfds cache list|clean` shows and removes: one entry type that
-  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_format`),
+  every kind of cache on disk gives (`FILE_CACHES`, `disk_rows`, `persistent_format`),
   found by one `find`, removed by one rule.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);

@@ -41,7 +41,7 @@ element holds, the user's `transform` (its code and the values it closes over), 
 `CACHE_FORMAT`. It is the same in every process for the same inputs, so processes
 can share a cache.
 
-`tf_file_listing` lists and removes caches (`fast-tfds cache list|clean`); the lock
+`housekeeping.FILE_CACHES` lists and removes caches (`fast-tfds cache list|clean`); the lock
 file holds what the cache is made from, so a cache of a rebuilt dataset can be
 told apart.
 """
@@ -63,7 +63,7 @@ from typing import Any
 import tensorflow as tf
 from absl import logging
 
-from fast_tfds.cache import fingerprint, tf_file_listing
+from fast_tfds.cache import fingerprint, housekeeping
 from fast_tfds.cache.housekeeping import size_text
 from fast_tfds.cache.remote import object_stores
 
@@ -109,13 +109,13 @@ def cache_in_files(ds: tf.data.Dataset, cache: str | os.PathLike, **origin: Any)
         owner, unwritable = _own(prefix, origin), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
         owner, unwritable = False, err
-    if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
+    if tf.io.gfile.exists(prefix + housekeeping.INDEX_SUFFIX):
         return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
     without = "reading without the cache (decoding every epoch)"
     if unwritable is not None:
         why = f"cannot write {prefix}.lock ({unwritable}); {without}."
     elif not owner:
-        holder = tf_file_listing.holder(prefix + ".lock") or "pid ?"
+        holder = housekeeping.holder(prefix + ".lock") or "pid ?"
         why = (
             f"another process ({holder}) is writing {prefix}; this dataset reads without "
             "the cache (decoding every epoch) to leave it intact."
@@ -219,7 +219,7 @@ def _own(prefix: str, origin: dict[str, Any]) -> bool:
     (`origin` as `cache_in_files` takes it)."""
     if prefix in _held_locks:
         return True
-    path = prefix + tf_file_listing.LOCK_SUFFIX
+    path = prefix + housekeeping.LOCK_SUFFIX
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.utime(fd)  # The lock file's time is when the cache was last opened.
     try:
@@ -233,7 +233,7 @@ def _own(prefix: str, origin: dict[str, Any]) -> bool:
         return False
     shards = [os.fspath(fi.filename) for fi in origin["instructions"]]
     os.ftruncate(fd, 0)
-    record = tf_file_listing.lock_content(origin["dataset_name"], origin["split"], shards)
+    record = housekeeping.lock_content(origin["dataset_name"], origin["split"], shards)
     os.pwrite(fd, record, 0)
     _held_locks[prefix] = fd
     # No live process holds the lock: whatever a writer left is from a dead one.

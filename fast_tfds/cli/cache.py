@@ -30,7 +30,7 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, housekeeping, persistent_format, tf_file_listing
+from fast_tfds.cache import disk_rows, housekeeping, persistent_format
 from fast_tfds.cache.housekeeping import age_text, size_text
 from fast_tfds.cli.parsers import documented_command
 
@@ -41,7 +41,7 @@ def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, b
     memory-cache files and persistent caches. `always`: its count is said even when
     there are none (the file caches of DIR, the first line of every `clean`)."""
     here = folder or "."
-    looked = [(tf_file_listing.FILE_CACHES, here, True)]
+    looked = [(housekeeping.FILE_CACHES, here, True)]
     for where in arena_folders(folder):
         looked += [(disk_rows.ROWS, where, False), (persistent_format.PERSISTENT, where, False)]
     return looked
