@@ -80,6 +80,8 @@ _held_locks: dict[str, int] = {}
 # '<prefix>_0.lockfile', '<prefix>_0.data-00000-of-00001.tempstate123', and
 # the per-shard index and data files of an unfinished pass.
 _WRITER_LEFTOVERS = re.compile(r"_\d+\.(lockfile|index|data-\d+-of-\d+(\.tempstate\d+)?)")
+# Those, and of a cache without its index the final data files too.
+_UNFINISHED_PASS = re.compile(rf"{_WRITER_LEFTOVERS.pattern}|\.data-\d+-of-\d+")
 
 # When an iteration of this process was last let write each prefix. TF
 # creates `<prefix>_0.lockfile` at the writer's first element, milliseconds
@@ -115,7 +117,7 @@ def cache_in_files(ds: tf.data.Dataset, cache: str | os.PathLike, **origin: Any)
     if unwritable is not None:
         why = f"cannot write {prefix}.lock ({unwritable}); {without}."
     elif not owner:
-        holder = housekeeping.holder(prefix + ".lock") or "pid ?"
+        holder = housekeeping.holder(prefix + housekeeping.LOCK_SUFFIX) or "pid ?"
         why = (
             f"another process ({holder}) is writing {prefix}; this dataset reads without "
             "the cache (decoding every epoch) to leave it intact."
@@ -137,7 +139,7 @@ def _one_writer_at_a_time(ds: tf.data.Dataset, prefix: str) -> tf.data.Dataset:
     def may_use_cache() -> bool:
         with _writing_lock:
             while True:
-                if os.path.exists(prefix + ".index"):
+                if os.path.exists(prefix + housekeeping.INDEX_SUFFIX):
                     return True  # Complete: read it.
                 if os.path.exists(prefix + "_0.lockfile"):
                     logging.warning(
@@ -243,17 +245,13 @@ def _own(prefix: str, origin: dict[str, Any]) -> bool:
 
 def _remove_leftovers(prefix: str) -> None:
     folder, base = os.path.split(prefix)
-    complete = os.path.exists(prefix + ".index")
-    removed = []
-    for name in os.listdir(folder or "."):
-        if not name.startswith(base):
-            continue
-        rest = name[len(base) :]
-        # A final data file without its index is from a pass killed while merging.
-        unfinished = not complete and re.fullmatch(r"\.data-\d+-of-\d+", rest)
-        if _WRITER_LEFTOVERS.fullmatch(rest) or unfinished:
-            os.remove(os.path.join(folder, name))
-            removed.append(name)
+    # A final data file without its index is from a pass killed while merging.
+    complete = os.path.exists(prefix + housekeeping.INDEX_SUFFIX)
+    left = _WRITER_LEFTOVERS if complete else _UNFINISHED_PASS
+    names = os.listdir(folder or ".")
+    removed = [n for n in names if n.startswith(base) and left.fullmatch(n[len(base) :])]
+    for name in removed:
+        os.remove(os.path.join(folder, name))
     if removed:
         logging.warning(
             "cache: removed %d files left by a run that was stopped while writing %s: %s",
@@ -337,14 +335,12 @@ def callable_identity(fn: Callable | None) -> str:
     A value without a stable description (an arbitrary object) gives one that
     differs between processes: no sharing then, but never a wrong cache.
     """
-    if fn is None:
-        return "None"
-    if isinstance(fn, types.FunctionType):
-        closure = [_value_identity(cell.cell_contents) for cell in fn.__closure__ or ()]
-        defaults = _value_identity(fn.__defaults__)
-        name = f"{fn.__module__}.{fn.__qualname__}"
-        return f"{name}:{_code_identity(fn.__code__)}:{closure}:{defaults}"
-    return repr(fn)
+    if not isinstance(fn, types.FunctionType):
+        return repr(fn)  # None: 'None'.
+    closure = [_value_identity(cell.cell_contents) for cell in fn.__closure__ or ()]
+    defaults = _value_identity(fn.__defaults__)
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    return f"{name}:{_code_identity(fn.__code__)}:{closure}:{defaults}"
 
 
 def _code_identity(code: types.CodeType) -> str:
