@@ -53,6 +53,7 @@ import hashlib
 import math
 import os
 import re
+import resource  # Like fcntl, a POSIX module: this file cache needs both.
 import shutil
 import threading
 import time
@@ -66,11 +67,6 @@ from absl import logging
 from fast_tfds.cache import fingerprint, housekeeping
 from fast_tfds.cache.housekeeping import size_text
 from fast_tfds.cache.remote import object_stores
-
-try:
-    import resource
-except ImportError:  # Windows: no file size limit to read.
-    resource = None
 
 # Open lock files of the prefixes this process writes, kept open (and so
 # locked) until the process ends: a dataset may be iterated again at any time.
@@ -177,13 +173,12 @@ def _space_shortfall(prefix: str, element_spec: Any, instructions: Sequence[Any]
         need = max(need, sum(_read_bytes(fi) for fi in instructions))
     need = int(need * _SPACE_MARGIN)
     needs = f"it needs {'about' if exact else 'at least'} {size_text(need)}"
-    if resource is not None:
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and limit < need:
-            return (
-                f"{needs} in one file; this process may write files of at most "
-                f"{size_text(limit)} (ulimit -f)"
-            )
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and limit < need:
+        return (
+            f"{needs} in one file; this process may write files of at most "
+            f"{size_text(limit)} (ulimit -f)"
+        )
     folder = os.path.dirname(prefix) or "."
     free = shutil.disk_usage(folder).free
     if free < need:
