@@ -11,9 +11,9 @@
   Grain; `store.open_store` opens a picture store the same way for both.
 - `memory`: where a table's columns live, one interface (`Backing`) for memory, rows on
   disk and the persistent file; anonymous memory by default.
-- Where its rows live: `memory_budget` finds what the process may use (cgroup limits,
-  MemAvailable), `placement` puts the rows in memory when they fit that budget and
-  otherwise in `disk_rows`, a memory-mapped file on disk.
+- Where its rows live: `placement` finds what the process may use (cgroup limits,
+  MemAvailable) and puts the rows in memory when they fit that budget, otherwise in
+  `disk_rows`, a memory-mapped file on disk.
 - `persisted` (`persist=True`): the one key and the one kind of file of every cache,
   plain or augmented, of both back ends, and opening or filling such a file, which
   later and concurrent processes map and serve from their first epoch;
@@ -28,9 +28,10 @@
   loads.
 - The file cache (`cache=PATH`): TensorFlow's own `Dataset.cache(path)` made safe
   against killed and concurrent runs (`tf_file_cache`), named by what it holds
-  (`tf_file_cache.cache_prefix`), and its files found and removed (`tf_file_listing`).
+  (`tf_file_cache.cache_prefix`), and its files found and removed
+  (`housekeeping.FILE_CACHES`).
 - `housekeeping`: what `fast-tfds cache list|clean` shows and removes: one entry type that
-  every kind of cache on disk gives (`tf_file_listing`, `disk_rows`, `persistent_format`),
+  every kind of cache on disk gives (`FILE_CACHES`, `disk_rows`, `persistent_format`),
   found by one `find`, removed by one rule.
 
 Only the `tf_*` modules import TensorFlow (the file cache is TensorFlow's format);

@@ -2,29 +2,48 @@
 type (`Entry`), one way to find a kind's entries in a folder (`find`), and one rule for
 what `clean` removes (`why_remove`).
 
-Three kinds of caches have files on disk, each described by the module that knows its
-files: the file caches of `cache=PATH` (`tf_file_listing.FILE_CACHES`), the rows of a
-memory cache larger than the memory budget (`disk_rows.ROWS`), and the persistent caches
-of `persist=True` (`persistent_format.PERSISTENT`). A cache that a running process holds
-is never removed (its OS lock says so). Plain files, no TensorFlow.
+Three kinds of caches have files on disk: the file caches of `cache=PATH` (`FILE_CACHES`,
+below: their files are TensorFlow's, read here without it), the rows of a memory cache
+larger than the memory budget (`disk_rows.ROWS`), and the persistent caches of
+`persist=True` (`persistent_format.PERSISTENT`), each of the last two described by the
+module that knows its files. A cache that a running process holds is never removed (its
+OS lock says so). Plain files, no TensorFlow.
+
+A file cache (`as_fast_dataset(cache=PATH)`, made by `tf_file_cache`) is the set of files
+that share a prefix `<PATH>.<dataset-config-version>.<split>.<16 hex digits>` (or
+`<PATH>/<...>` when PATH is a folder), see `tf_file_cache.cache_prefix`:
+
+    <prefix>.lock                        our OS lock, and what the cache holds (JSON)
+    <prefix>.index, <prefix>.data-*      a complete cache (TensorFlow writes the index last)
+    <prefix>_0.lockfile, <prefix>_0.*    a pass being written, or left by a killed one
+
+A live process that opened a cache holds `fcntl.flock` on its `.lock` until it exits (see
+`tf_file_cache`), so "in use" is a question the kernel answers: taking the lock without
+waiting fails. Removing a cache takes the lock first and leaves a cache in use alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from stat import S_ISREG
+
+from fast_tfds.cache import fingerprint
 
 # Who holds a cache whose lock names no process: a process maps it, or fills it.
 RUNNING = "a running process"
 # Why a cache can never be served again, when a process that is gone left it.
 UNFINISHED = "unfinished"
 LEFT = "left by a stopped run"
+# The units of an age, as `list` prints it and `clean --older-than` takes it.
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +144,10 @@ def lock_record(path: str | os.PathLike) -> dict:
 
 
 def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathLike]) -> str | None:
-    """Removes `files` unless a running process holds `lock` (shared or exclusive): then
-    why they are kept. The exclusive lock is taken first and held while removing (put the
-    lock file itself last), so a process that opens the cache meanwhile waits and then
-    finds it gone, or finds it held and does without it."""
+    """Removes `files`, then `lock` itself, unless a running process holds `lock` (shared
+    or exclusive): then why they are kept. The exclusive lock is taken first and held
+    while removing, the lock file last, so a process that opens the cache meanwhile waits
+    and then finds it gone, or finds it held and does without it."""
     try:
         fd = os.open(lock, os.O_RDONLY)
     except FileNotFoundError:
@@ -136,7 +155,7 @@ def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathL
     try:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        for path in files:
+        for path in [*files, lock]:
             Path(path).unlink(missing_ok=True)
     except BlockingIOError:
         return f"in use by {RUNNING}"
@@ -151,16 +170,93 @@ def size_text(n: int) -> str:
 
 
 def age_text(seconds: float) -> str:
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds / length:.1f}{unit} ago"
+    for unit in "dhm":
+        if seconds >= _SECONDS[unit]:
+            return f"{seconds / _SECONDS[unit]:.1f}{unit} ago"
     return f"{seconds:.0f}s ago"
 
 
 def parse_age(text: str) -> float:
     """'30d', '12h', '45m', '90s' or a number of days -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not match:
         raise ValueError(f"{text!r}: not an age (e.g. 30d, 12h, 45m, 90s)")
-    return float(match.group(1)) * units[match.group(2) or "d"]
+    return float(match.group(1)) * _SECONDS[match.group(2) or "d"]
+
+
+# -- the file caches -----------------------------------------------------------------
+
+LOCK_SUFFIX = ".lock"
+INDEX_SUFFIX = ".index"
+# <prefix><rest>: the prefix ends with the 16 hex digits of the digest.
+_CACHE_FILE = re.compile(
+    r"^(?P<prefix>.+\.[0-9a-f]{16})(?P<rest>\.lock|\.index|\.data-\d+-of-\d+|_\d+\..+)$"
+)
+
+
+def lock_content(dataset: str, split: str, shard_files: Sequence[str]) -> bytes:
+    """What a cache's owner writes into its lock file: who, and what the cache is made from
+    (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
+    are not listed for it)."""
+    found = fingerprint.of(shard_files)
+    shards = [found[name] for name in shard_files if name in found]
+    record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
+    return json.dumps(record).encode()
+
+
+def holder(lock_path: str) -> str | None:
+    """'pid N' of the live process holding the lock, or None if no process holds it."""
+    if not is_locked(lock_path):
+        return None
+    return f"pid {lock_record(lock_path).get('pid', '?')}"
+
+
+def _file_caches(folder: str, names: list[str]) -> list[Entry]:
+    """The file caches among `names` (sorted), the files of each grouped by prefix."""
+    groups: dict[str, dict[str, os.stat_result]] = {}
+    for name in names:
+        match = _CACHE_FILE.match(name)
+        path = os.path.join(folder, name)
+        try:
+            stat = os.stat(path) if match else None
+        except OSError:  # Removed meanwhile.
+            continue
+        if stat is not None and S_ISREG(stat.st_mode):
+            groups.setdefault(os.path.join(folder, match.group("prefix")), {})[path] = stat
+    return [_file_cache(prefix, files) for prefix, files in groups.items()]
+
+
+FILE_CACHES = Kind("cache", _file_caches)
+
+# What `list` says of a cache no process holds, by why it can never be served again.
+_STATES = {
+    None: "complete",
+    "stale": "complete, stale (its dataset was rebuilt or removed)",
+    UNFINISHED: f"{UNFINISHED} ({LEFT})",
+}
+
+
+def _file_cache(prefix: str, files: dict[str, os.stat_result]) -> Entry:
+    lock = prefix + LOCK_SUFFIX
+    record = lock_record(lock)
+    complete = os.path.exists(prefix + INDEX_SUFFIX)
+    # Whether a shard the cache was made from changed or is gone since it was written.
+    stale = fingerprint.changed(record.get("shards") or ())
+    spent = UNFINISHED if not complete else "stale" if stale else None
+    held = holder(lock)
+    if held:
+        state = f"{'complete, in use' if complete else 'being written'} by {held}"
+    else:
+        state = _STATES[spent]
+    return Entry(
+        where=prefix,
+        what=f"{record.get('dataset') or '?'} {record.get('split') or '?'}",
+        size=sum(stat.st_size for stat in files.values()),
+        last_used=max((stat.st_mtime for stat in files.values()), default=0.0),
+        state=state,
+        holder=held,
+        spent=spent,
+        # Its files, the lock file last, while holding it: a process that opens the cache
+        # meanwhile finds it held and reads without it.
+        remove=functools.partial(remove_unless_locked, lock, [f for f in files if f != lock]),
+    )

@@ -41,7 +41,7 @@ element holds, the user's `transform` (its code and the values it closes over), 
 `CACHE_FORMAT`. It is the same in every process for the same inputs, so processes
 can share a cache.
 
-`tf_file_listing` lists and removes caches (`fast-tfds cache list|clean`); the lock
+`housekeeping.FILE_CACHES` lists and removes caches (`fast-tfds cache list|clean`); the lock
 file holds what the cache is made from, so a cache of a rebuilt dataset can be
 told apart.
 """
@@ -53,6 +53,7 @@ import hashlib
 import math
 import os
 import re
+import resource  # Like fcntl, a POSIX module: this file cache needs both.
 import shutil
 import threading
 import time
@@ -63,14 +64,9 @@ from typing import Any
 import tensorflow as tf
 from absl import logging
 
-from fast_tfds.cache import fingerprint, tf_file_listing
+from fast_tfds.cache import fingerprint, housekeeping
 from fast_tfds.cache.housekeeping import size_text
 from fast_tfds.cache.remote import object_stores
-
-try:
-    import resource
-except ImportError:  # Windows: no file size limit to read.
-    resource = None
 
 # Open lock files of the prefixes this process writes, kept open (and so
 # locked) until the process ends: a dataset may be iterated again at any time.
@@ -80,6 +76,8 @@ _held_locks: dict[str, int] = {}
 # '<prefix>_0.lockfile', '<prefix>_0.data-00000-of-00001.tempstate123', and
 # the per-shard index and data files of an unfinished pass.
 _WRITER_LEFTOVERS = re.compile(r"_\d+\.(lockfile|index|data-\d+-of-\d+(\.tempstate\d+)?)")
+# Those, and of a cache without its index the final data files too.
+_UNFINISHED_PASS = re.compile(rf"{_WRITER_LEFTOVERS.pattern}|\.data-\d+-of-\d+")
 
 # When an iteration of this process was last let write each prefix. TF
 # creates `<prefix>_0.lockfile` at the writer's first element, milliseconds
@@ -91,59 +89,42 @@ _START_S = 1.0
 _SPACE_MARGIN = 1.05
 
 
-def cache_in_files(
-    ds: tf.data.Dataset,
-    cache: str | os.PathLike,
-    *,
-    dataset_name: str,
-    split: str,
-    instructions: Sequence[Any],
-    transform: Callable | None = None,
-) -> tf.data.Dataset:
+def cache_in_files(ds: tf.data.Dataset, cache: str | os.PathLike, **origin: Any) -> tf.data.Dataset:
     """`ds.cache()` in files under `cache` (a path prefix or an existing folder), safely.
+
+    `origin`: what `ds` is read from, as `cache_prefix` takes it (`dataset_name`, `split`,
+    `instructions`, optionally `transform`), which names the files; the lock file records
+    the first two and the shard files of the instructions.
 
     Returns `ds` cached in files of its own name, or `ds` itself (no cache, with
     a warning) while another process is writing that cache or when it cannot be
     written (a read-only folder, too little space).
     """
-    prefix = cache_prefix(cache, dataset_name, split, instructions, ds.element_spec, transform)
+    prefix = cache_prefix(cache, element_spec=ds.element_spec, **origin)
     if "://" in prefix:  # Remote files (gs://) cannot be flock-ed.
         return ds.cache(prefix)
-    where = os.fspath(cache)
     try:
-        owner, unwritable = _own(prefix, dataset_name, split, instructions), None
+        owner, unwritable = _own(prefix, origin), None
     except OSError as err:  # A read-only folder: a complete cache can still be read.
         owner, unwritable = False, err
-    if tf.io.gfile.exists(prefix + tf_file_listing.INDEX_SUFFIX):
+    if tf.io.gfile.exists(prefix + housekeeping.INDEX_SUFFIX):
         return ds.cache(prefix)  # Complete: reading it alongside its writer is safe.
+    without = "reading without the cache (decoding every epoch)"
     if unwritable is not None:
-        logging.warning(
-            "cache=%s: cannot write %s.lock (%s); reading without the cache "
-            "(decoding every epoch).",
-            where,
-            prefix,
-            unwritable,
+        why = f"cannot write {prefix}.lock ({unwritable}); {without}."
+    elif not owner:
+        holder = housekeeping.holder(prefix + housekeeping.LOCK_SUFFIX) or "pid ?"
+        why = (
+            f"another process ({holder}) is writing {prefix}; this dataset reads without "
+            "the cache (decoding every epoch) to leave it intact."
         )
-        return ds
-    if not owner:
-        logging.warning(
-            "cache=%s: another process (%s) is writing %s; this dataset reads "
-            "without the cache (decoding every epoch) to leave it intact.",
-            where,
-            tf_file_listing.holder(prefix + ".lock") or "pid ?",
-            prefix,
-        )
-        return ds
-    shortfall = _space_shortfall(prefix, ds.element_spec, instructions)
-    if shortfall:
-        logging.warning(
-            "cache=%s: not enough room for the cache (%s); reading without the cache "
-            "(decoding every epoch).",
-            where,
-            shortfall,
-        )
-        return ds
-    return _one_writer_at_a_time(ds, prefix)
+    else:
+        shortfall = _space_shortfall(prefix, ds.element_spec, origin["instructions"])
+        if not shortfall:
+            return _one_writer_at_a_time(ds, prefix)
+        why = f"not enough room for the cache ({shortfall}); {without}."
+    logging.warning("cache=%s: %s", os.fspath(cache), why)
+    return ds
 
 
 def _one_writer_at_a_time(ds: tf.data.Dataset, prefix: str) -> tf.data.Dataset:
@@ -154,7 +135,7 @@ def _one_writer_at_a_time(ds: tf.data.Dataset, prefix: str) -> tf.data.Dataset:
     def may_use_cache() -> bool:
         with _writing_lock:
             while True:
-                if os.path.exists(prefix + ".index"):
+                if os.path.exists(prefix + housekeeping.INDEX_SUFFIX):
                     return True  # Complete: read it.
                 if os.path.exists(prefix + "_0.lockfile"):
                     logging.warning(
@@ -192,13 +173,12 @@ def _space_shortfall(prefix: str, element_spec: Any, instructions: Sequence[Any]
         need = max(need, sum(_read_bytes(fi) for fi in instructions))
     need = int(need * _SPACE_MARGIN)
     needs = f"it needs {'about' if exact else 'at least'} {size_text(need)}"
-    if resource is not None:
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and limit < need:
-            return (
-                f"{needs} in one file; this process may write files of at most "
-                f"{size_text(limit)} (ulimit -f)"
-            )
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and limit < need:
+        return (
+            f"{needs} in one file; this process may write files of at most "
+            f"{size_text(limit)} (ulimit -f)"
+        )
     folder = os.path.dirname(prefix) or "."
     free = shutil.disk_usage(folder).free
     if free < need:
@@ -231,11 +211,12 @@ def _read_bytes(fi: Any) -> int:
 # -- ownership -------------------------------------------------------------------
 
 
-def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]) -> bool:
-    """Whether this process holds (now or from before) the writer's lock of `prefix`."""
+def _own(prefix: str, origin: dict[str, Any]) -> bool:
+    """Whether this process holds (now or from before) the writer's lock of `prefix`
+    (`origin` as `cache_in_files` takes it)."""
     if prefix in _held_locks:
         return True
-    path = prefix + tf_file_listing.LOCK_SUFFIX
+    path = prefix + housekeeping.LOCK_SUFFIX
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.utime(fd)  # The lock file's time is when the cache was last opened.
     try:
@@ -247,9 +228,10 @@ def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]
     except OSError:
         os.close(fd)
         return False
-    shards = [os.fspath(fi.filename) for fi in instructions]
+    shards = [os.fspath(fi.filename) for fi in origin["instructions"]]
     os.ftruncate(fd, 0)
-    os.pwrite(fd, tf_file_listing.lock_content(dataset_name, split, shards), 0)
+    record = housekeeping.lock_content(origin["dataset_name"], origin["split"], shards)
+    os.pwrite(fd, record, 0)
     _held_locks[prefix] = fd
     # No live process holds the lock: whatever a writer left is from a dead one.
     _remove_leftovers(prefix)
@@ -258,17 +240,13 @@ def _own(prefix: str, dataset_name: str, split: str, instructions: Sequence[Any]
 
 def _remove_leftovers(prefix: str) -> None:
     folder, base = os.path.split(prefix)
-    complete = os.path.exists(prefix + ".index")
-    removed = []
-    for name in os.listdir(folder or "."):
-        if not name.startswith(base):
-            continue
-        rest = name[len(base) :]
-        # A final data file without its index is from a pass killed while merging.
-        unfinished = not complete and re.fullmatch(r"\.data-\d+-of-\d+", rest)
-        if _WRITER_LEFTOVERS.fullmatch(rest) or unfinished:
-            os.remove(os.path.join(folder, name))
-            removed.append(name)
+    # A final data file without its index is from a pass killed while merging.
+    complete = os.path.exists(prefix + housekeeping.INDEX_SUFFIX)
+    left = _WRITER_LEFTOVERS if complete else _UNFINISHED_PASS
+    names = os.listdir(folder or ".")
+    removed = [n for n in names if n.startswith(base) and left.fullmatch(n[len(base) :])]
+    for name in removed:
+        os.remove(os.path.join(folder, name))
     if removed:
         logging.warning(
             "cache: removed %d files left by a run that was stopped while writing %s: %s",
@@ -352,14 +330,12 @@ def callable_identity(fn: Callable | None) -> str:
     A value without a stable description (an arbitrary object) gives one that
     differs between processes: no sharing then, but never a wrong cache.
     """
-    if fn is None:
-        return "None"
-    if isinstance(fn, types.FunctionType):
-        closure = [_value_identity(cell.cell_contents) for cell in fn.__closure__ or ()]
-        defaults = _value_identity(fn.__defaults__)
-        name = f"{fn.__module__}.{fn.__qualname__}"
-        return f"{name}:{_code_identity(fn.__code__)}:{closure}:{defaults}"
-    return repr(fn)
+    if not isinstance(fn, types.FunctionType):
+        return repr(fn)  # None: 'None'.
+    closure = [_value_identity(cell.cell_contents) for cell in fn.__closure__ or ()]
+    defaults = _value_identity(fn.__defaults__)
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    return f"{name}:{_code_identity(fn.__code__)}:{closure}:{defaults}"
 
 
 def _code_identity(code: types.CodeType) -> str:

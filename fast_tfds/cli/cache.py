@@ -30,34 +30,27 @@ import os
 import sys
 from pathlib import Path
 
-from fast_tfds.cache import disk_rows, housekeeping, persistent_format, tf_file_listing
+from fast_tfds.cache import disk_rows, housekeeping, persistent_format
 from fast_tfds.cache.housekeeping import age_text, size_text
 from fast_tfds.cli.parsers import documented_command
 
 
 def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, bool]]:
     """(kind, folder, always) of each place `list` and `clean` look, in their order: the
-    file caches of DIR, then in each folder that may hold them (`arena_folders`) the
-    memory-cache files and persistent caches. `always`: its count is said even when
-    there are none (the file caches of DIR, the first line of every `clean`)."""
-    here = folder or "."
-    looked = [(tf_file_listing.FILE_CACHES, here, True)]
-    for where in arena_folders(folder):
+    file caches of DIR, then the memory-cache files and persistent caches of DIR, and
+    without DIR (the current folder) also of the default folder, where the reader puts
+    them unless told. `always`: its count is said even when there are none (the file
+    caches of DIR, the first line of every `clean`)."""
+    here = Path(folder or ".")
+    folders = [here]
+    if folder is None:
+        default = disk_rows.default_folder()
+        if not (default.is_dir() and default.resolve() == here.resolve()):
+            folders.append(default)
+    looked = [(housekeeping.FILE_CACHES, folder or ".", True)]
+    for where in folders:
         looked += [(disk_rows.ROWS, where, False), (persistent_format.PERSISTENT, where, False)]
     return looked
-
-
-def arena_folders(folder: str | None) -> list[Path]:
-    """Where `list` and `clean` look for memory-cache files and persistent caches: DIR, and
-    without DIR (the current folder) also the default folder, where the reader puts them
-    unless told."""
-    here = Path(folder or ".")
-    if folder is not None:
-        return [here]
-    default = disk_rows.default_folder()
-    if default.is_dir() and default.resolve() == here.resolve():
-        return [here]
-    return [here, default]
 
 
 def list_command(args, out=None) -> int:

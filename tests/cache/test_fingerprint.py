@@ -21,7 +21,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from fast_tfds.cache import fingerprint, persisted, tf_file_listing
+from fast_tfds.cache import fingerprint, housekeeping, persisted
 from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
@@ -174,7 +174,7 @@ def test_a_file_cache_is_named_as_before(build):
 
 def test_a_file_cache_records_its_local_shards_for_staleness(build):
     shards = [f"build/{name}" for name in TRAIN[2:]] + ["build/gone", f"{BUCKET_FOLDER}/x"]
-    record = json.loads(tf_file_listing.lock_content(DATASET, SPLIT, shards))
+    record = json.loads(housekeeping.lock_content(DATASET, SPLIT, shards))
     assert record == {
         "pid": os.getpid(),
         "dataset": DATASET,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fast_tfds.cache.memory_budget import available_memory
+from fast_tfds.cache.placement import available_memory
 
 GIB = 1 << 30
 

@@ -19,8 +19,8 @@ import numpy as np
 import cats_vs_dogs_fast, stanford_dogs_tfrecord
 from fast_tfds.core import dataset_hooks, jpeg_blocks, options, sizes, splits
 from fast_tfds.core import builder_lookup
-from fast_tfds.cache import disk_rows, housekeeping, memory_budget, persistent_format
-from fast_tfds.cache import placement, store, tf_file_listing
+from fast_tfds.cache import disk_rows, housekeeping, persistent_format
+from fast_tfds.cache import placement, store
 
 builder = builder_lookup.load_builder(
     "cats_vs_dogs_fast", data_dir=sys.argv[1], download_and_prepare=False
@@ -41,8 +41,8 @@ result = {
 backing = placement.allocator(3 * 4, what="test", cache_budget=1 << 20, cache_dir=None)
 cache = store.Store(3, {"x": ((4,), np.uint8)}, None, backing)
 result["arena_state"] = int(cache.begin(True))
-result["budget_positive"] = memory_budget.available_memory().bytes > 0
-kinds = (tf_file_listing.FILE_CACHES, disk_rows.ROWS, persistent_format.PERSISTENT)
+result["budget_positive"] = placement.available_memory().bytes > 0
+kinds = (housekeeping.FILE_CACHES, disk_rows.ROWS, persistent_format.PERSISTENT)
 result["listed"] = sum(len(housekeeping.find(sys.argv[1], kind)) for kind in kinds)
 
 try:
