@@ -275,7 +275,8 @@ class Forked(subprocess.Popen):
                         os.close(fd)
                     except OSError:
                         pass
-            if hasattr(self, "_devnull"):
+            # Popen's /dev/null (for a DEVNULL stream), unless the loop above closed it.
+            if hasattr(self, "_devnull") and self._devnull not in (p2cread, c2pwrite, errwrite):
                 os.close(self._devnull)
         self._child_created = True
 
