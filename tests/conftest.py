@@ -13,6 +13,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 import cats_vs_dogs_fast  # noqa: E402, F401  (registers the dataset)
 import stanford_dogs_tfrecord  # noqa: E402, F401  (registers the dataset)
 from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
+from tests import forks  # noqa: E402
 from tests.bucket.emulated import end_shared_servers  # noqa: E402
 from tests.children import TIMEOUT_S  # noqa: E402
 from tests.helpers import TFDS_CLI, child_env, shared_folder  # noqa: E402
@@ -43,6 +44,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.relative_to(root).as_posix() in SMOKE_MODULES:
             item.add_marker(pytest.mark.smoke)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_servers_in_the_runs_folder(tmp_path_factory):
+    """The fork servers' folders (`tests.forks`) go in this process's temporary folder of the
+    run, which pytest removes with its old runs: none is left in /tmp by a worker that ended
+    without running its atexit functions."""
+    forks.folder_base = tmp_path_factory.getbasetemp()
 
 
 @pytest.fixture(scope="session")

@@ -170,11 +170,18 @@ def _import_time(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in IMPORT_TIME or k.startswith(IMPORT_TIME_PREFIXES)}
 
 
+# The folder the servers' own folders go in: the test run's temporary folder (set by
+# tests/conftest.py), so that a worker that ends without running its atexit functions leaves
+# nothing behind outside it. A socket's path is at most 107 bytes, so a longer one is not used.
+folder_base: Path | None = None
+
+
 class _Server:
     """One server (see SERVER), for one import-time environment."""
 
     def __init__(self, env: dict[str, str]):
-        self.folder = Path(tempfile.mkdtemp(prefix="fork-server-"))
+        base = folder_base if folder_base and len(os.fspath(folder_base)) <= 64 else None
+        self.folder = Path(tempfile.mkdtemp(prefix="fork-server-", dir=base))
         self.address = os.fspath(self.folder / "socket")
         self.log = self.folder / "server.err"
         with open(self.log, "w") as log:
@@ -268,7 +275,8 @@ class Forked(subprocess.Popen):
                         os.close(fd)
                     except OSError:
                         pass
-            if hasattr(self, "_devnull"):
+            # Popen's /dev/null (for a DEVNULL stream), unless the loop above closed it.
+            if hasattr(self, "_devnull") and self._devnull not in (p2cread, c2pwrite, errwrite):
                 os.close(self._devnull)
         self._child_created = True
 

@@ -1,8 +1,7 @@
-"""The real `tfds build` CLI and `tfds.load`, as users run them, and the offline demo."""
+"""The real `tfds build` CLI and `tfds.load`, as users run them (the offline demo runs in
+tests/reliability/test_startup.py, where its start-up is checked to be quiet)."""
 
 import os
-import re
-import sys
 from pathlib import Path
 
 import tensorflow_datasets as tfds
@@ -79,26 +78,6 @@ def test_tfds_load_after_import(cats_data_dir, cats_filenames):
     assert info.features["label"].names == ["cat", "dog"]
     assert info.supervised_keys == ("image", "label")
     assert len(list(ds)) == len(cats_filenames)
-
-
-def test_the_offline_demo_runs(tmp_path):
-    output = run_ok(
-        [
-            *(sys.executable, "-m", "fast_tfds.cli", "demo", "--work-dir", os.fspath(tmp_path)),
-            *("--images-per-class", "30", "--dogs-per-breed", "2", "--breeds", "3"),
-        ]
-    )
-    # What the sample writers say they wrote is what the builds hold.
-    cats = int(re.search(r"cats_vs_dogs_fast: (\d+) images that decode", output).group(1))
-    dogs = re.search(
-        r"stanford_dogs_tfrecord: \d+ images that decode \(train (\d+), test (\d+)\)", output
-    )
-    dogs = {"train": int(dogs.group(1)), "test": int(dogs.group(2))}
-    assert "from the manual dir" in output
-    shards = min(MIN_SHARDS_PER_SPLIT, cats)
-    assert f"Built {cats} examples in {shards} shards per config" in output
-    assert "as_fast_dataset() epoch 2: store, global shuffle" in output
-    assert f"as_fast_dataset(crop_to_box=True), {dogs['train']} images" in output
 
 
 def test_a_build_of_both_configs_says_each_notice_once(cats_sample, tmp_path):

@@ -30,6 +30,7 @@ from fast_tfds.core import jpeg_blocks
 from fast_tfds.read import plans
 from fast_tfds.read.options import ReadOptions
 from fast_tfds.read.split_reading import Reading
+from tests import forks
 from tests.children import TIMEOUT_S
 from tests.helpers import REPO, child_env
 from tests.pairs import Truth
@@ -239,7 +240,8 @@ def _line_within(stream, seconds: float) -> str:
 
 def test_a_killed_fill_leaves_no_file_that_is_trusted(cats_data_dir, truth, tmp_path):
     folder = tmp_path / "rows"
-    child = subprocess.Popen(
+    # A fork (`tests.forks`): what is checked is the files and locks a killed reader leaves.
+    child = forks.Forked(
         [sys.executable, "-c", _KILLED_FILL, os.fspath(cats_data_dir), os.fspath(folder)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import cats_vs_dogs_fast
+from tests import forks
 from tests.children import Child
 from tests.helpers import assert_exactly_once, fast_tfds_cache, filenames_of
 
@@ -80,8 +81,10 @@ _READER = textwrap.dedent(
 
 
 def start_reader(where: str, path, cache, split: str, pause: int = -1) -> Child:
+    """A reader in a process of its own: a fork (`tests.forks`), as what is checked is the
+    caches it leaves and the lock it holds, not how an interpreter starts."""
     command = [sys.executable, "-c", _READER, where, os.fspath(path), os.fspath(cache), split]
-    return Child([*command, str(pause)], stdin=subprocess.PIPE, env=ENV)
+    return forks.child([*command, str(pause)], stdin=subprocess.PIPE, env=ENV)
 
 
 def wait_for(child: Child, line: str) -> None:

@@ -5,7 +5,8 @@
   environment. Only programs change them: `fast-tfds`, and our builders when the
   `tfds` command line runs them, where a BuildError is one line, not a traceback.
 - `fast-tfds` (each subcommand) and the loader start without TensorFlow's C++
-  start-up noise, in an environment that does not silence it already.
+  start-up noise, in an environment that does not silence it already; the offline demo
+  (`fast-tfds demo`) is run here, once, and what it says it built and read is checked.
 
 Every check runs in a fresh interpreter: the test process itself has long
 imported everything.
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fast_tfds.building import MIN_SHARDS_PER_SPLIT
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from tests.children import Child
 from tests.helpers import DATASETS, TFDS_CLI, project_modules
@@ -291,9 +294,21 @@ def test_fast_tfds_subcommands_are_quiet(cats_data_dir, tmp_path):
     done = run_fast_tfds("cache", "list", os.fspath(tmp_path), cwd=tmp_path)
     assert_quiet(done.stderr)
 
+    # The offline demo, run once here: quiet, and what it says it did.
     done = run_fast_tfds("demo", "--work-dir", "demo", *sizes, cwd=tmp_path)
-    assert "as_fast_dataset() epoch 2" in done.stdout
     assert_quiet(done.stderr)
+    output = done.stdout + done.stderr
+    # What the sample writers say they wrote is what the builds hold.
+    cats = int(re.search(r"cats_vs_dogs_fast: (\d+) images that decode", output).group(1))
+    dogs = re.search(
+        r"stanford_dogs_tfrecord: \d+ images that decode \(train (\d+), test (\d+)\)", output
+    )
+    dogs = {"train": int(dogs.group(1)), "test": int(dogs.group(2))}
+    assert "from the manual dir" in output
+    shards = min(MIN_SHARDS_PER_SPLIT, cats)
+    assert f"Built {cats} examples in {shards} shards per config" in output
+    assert "as_fast_dataset() epoch 2: store, global shuffle" in output
+    assert f"as_fast_dataset(crop_to_box=True), {dogs['train']} images" in output
 
 
 def test_fast_tfds_service_is_quiet(tmp_path):
