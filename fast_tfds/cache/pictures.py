@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 
 import numpy as np
 
@@ -60,36 +59,6 @@ def cache_size(height, width, shorter_side: int):
         np.maximum(1, np.round(height * scale)).astype(np.int64),
         np.maximum(1, np.round(width * scale)).astype(np.int64),
     )
-
-
-class Written:
-    """Which slots of a table are written: one flag per slot (`flags`), and their count.
-    A slot stays written: a fill that stops half-way leaves its slots served, and the
-    next fill writes the rest."""
-
-    def __init__(self, count: int, written: bool = False):
-        self.flags = np.full(count, written, bool)
-        self._count = count if written else 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self.flags)
-
-    @property
-    def filled(self) -> bool:
-        return self._count == len(self.flags)
-
-    def mark(self, slots) -> None:
-        """`slots` (one, or an array of distinct ones) are written."""
-        with self._lock:
-            if np.ndim(slots) == 0:
-                if not self.flags[slots]:
-                    self.flags[slots] = True
-                    self._count += 1
-                return
-            fresh = np.asarray(slots)[~self.flags[slots]]
-            self.flags[fresh] = True
-            self._count += len(fresh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +107,8 @@ class PictureCache:
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
       buffer: the pictures' memory (default: anonymous memory).
-      written: which are written (a table's, shared with its other columns; default:
-        none yet).
+      written: which are written, one flag per picture (a table's bitmap, shared with
+        its other columns; default: none yet).
     """
 
     def __init__(
@@ -150,7 +119,7 @@ class PictureCache:
         shorter_side: int | None,
         buffer: np.ndarray | None = None,
         *,
-        written: Written | None = None,
+        written: np.ndarray | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
@@ -172,8 +141,7 @@ class PictureCache:
                 f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
                 f"not uint8[{self.nbytes}]"
             )
-        self._written = Written(len(heights)) if written is None else written
-        self.written = self._written.flags
+        self.written = np.zeros(len(heights), bool) if written is None else written
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -189,12 +157,12 @@ class PictureCache:
 
     def mark(self, i: int) -> None:
         """Picture i is written (after its pixels are in its view)."""
-        self._written.mark(i)
+        self.written[i] = True
 
     @property
     def filled(self) -> bool:
         """Whether every picture is written."""
-        return self._written.filled
+        return bool(self.written.all())
 
     def put(self, i: int, picture: np.ndarray) -> None:
         self.view(i)[...] = picture

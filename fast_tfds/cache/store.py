@@ -42,7 +42,6 @@ from fast_tfds.cache.pictures import (
     WIDTHS,
     PictureCache,
     PictureSizes,
-    Written,
     cache_bytes,
 )
 
@@ -88,7 +87,10 @@ class Store:
             wanted.update(pictures.columns())
         self.backing = backing
         self.arrays = backing.columns(wanted)
-        self.written = Written(num_slots, filled)
+        # The one written-bitmap, a flag per slot: setting a flag needs no lock (a slot
+        # only ever turns written), and whether all are is asked of the flags themselves.
+        self.written = np.full(num_slots, filled, bool)
+        self._filled = filled
         self.pictures: PictureCache | None = None
         if pictures is not None:
             if not filled:
@@ -123,7 +125,10 @@ class Store:
 
     @property
     def filled(self) -> bool:
-        return self.written.filled
+        # The flags are scanned until every one is set, then never again: a slot stays
+        # written.
+        self._filled = self._filled or bool(self.written.all())
+        return self._filled
 
     def __len__(self) -> int:
         return len(self.written)
@@ -136,7 +141,7 @@ class Store:
         """Whether example `index` is written. (Asked for every record the loader reads:
         one scalar through `slot_of`, not an array.)"""
         slot = index if self._slot_of is None else self._slot_of(np.int64(index))
-        return bool(self.written.flags[int(slot)])
+        return bool(self.written[int(slot)])
 
     def begin(self, streamed: bool) -> np.int64:
         """What this epoch does: SERVE once filled; else FILL when the epoch's order is
@@ -162,10 +167,9 @@ class Store:
         `undecodable(index, error)` (the readers' one line that names the example)."""
         slots = self.slots(indices)
         features = self.features
-        flags = self.written.flags
-        for i, slot in enumerate(slots):
-            slot = int(slot)
-            if jpegs[i] is None or flags[slot]:
+        written = self.written
+        for i, slot in enumerate(slots.tolist()):
+            if jpegs[i] is None or written[slot]:
                 continue
             for name, column in values.items():
                 features[name][slot] = column[i]
@@ -192,7 +196,7 @@ class Store:
                 target[...] = column
             else:
                 features[key][slots] = column
-        self.written.mark(slots)
+        self.written[slots] = True
         self.when_filled()
 
     @property
