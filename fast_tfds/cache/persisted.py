@@ -210,7 +210,7 @@ def open_pictures(
 
     def plan():
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
-        nbytes = store.cache_bytes(heights, widths, output_size, shorter_side)
+        nbytes = store.PictureSizes(heights, widths, output_size, shorter_side).nbytes
         need = nbytes + n * _row_bytes(features)
         planned.update(heights=heights, widths=widths)
         return n, _picture_columns(nbytes, features), not placement.fits_in_memory(need, budget)

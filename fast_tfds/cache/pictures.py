@@ -22,12 +22,12 @@ TensorFlow.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from fast_tfds.cache.memory import Wanted, allocate_in_memory, prefault
+from fast_tfds.cache.memory import allocate_in_memory, prefault
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
 
@@ -50,10 +50,13 @@ def shorter_side(crops: bool, asked: int | None, output_size: tuple[int, int]) -
     return (asked or default_shorter_side(output_size)) if crops else None
 
 
-def cache_size(height, width, shorter_side: int):
+def cache_size(height, width, shorter_side: int | None, output_size=None):
     """(height, width) of a `height` x `width` picture kept at `shorter_side`, aspect
-    ratio kept, never enlarged (arrays or ints)."""
+    ratio kept, never enlarged (arrays or ints); `shorter_side` None: exactly
+    `output_size`, whatever its own size (see `PictureCache`)."""
     height, width = np.asarray(height, np.int64), np.asarray(width, np.int64)
+    if shorter_side is None:
+        return np.full_like(height, output_size[0]), np.full_like(width, output_size[1])
     scale = np.minimum(1.0, shorter_side / np.minimum(height, width))
     return (
         np.maximum(1, np.round(height * scale)).astype(np.int64),
@@ -61,26 +64,20 @@ def cache_size(height, width, shorter_side: int):
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class PictureSizes:
-    """What a table's picture column is laid out by (see `PictureCache`)."""
+class PictureSizes(NamedTuple):
+    """What a table's picture column is laid out by: `PictureCache`'s arguments before
+    its buffer."""
 
     reference_heights: np.ndarray
     reference_widths: np.ndarray
     output_size: tuple[int, int]
     shorter_side: int | None
 
-    def columns(self) -> Wanted:
-        """The table's columns of the pictures: their bytes, and their reference sizes."""
-        n = len(np.asarray(self.reference_heights).reshape(-1))
-        nbytes = cache_bytes(
-            self.reference_heights, self.reference_widths, self.output_size, self.shorter_side
-        )
-        return {
-            PICTURES: ((nbytes,), np.dtype(np.uint8)),
-            HEIGHTS: ((n,), np.dtype(np.int64)),
-            WIDTHS: ((n,), np.dtype(np.int64)),
-        }
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
+        heights, widths = cache_size(*self[:2], self.shorter_side, self.output_size)
+        return int(np.sum(heights * widths * 3))
 
 
 class PictureCache:
@@ -128,7 +125,7 @@ class PictureCache:
         given = (self.reference_heights, self.reference_widths)
         if len(given[0]) != len(given[1]) or (len(given[0]) and min(map(np.min, given)) < 1):
             raise ValueError("heights and widths: one positive pair per picture")
-        heights, widths = cache_sizes(*given, output_size, shorter_side)
+        heights, widths = cache_size(*given, shorter_side, output_size)
         self.heights, self.widths = heights, widths
         sizes = heights * widths * 3
         self.offsets = np.zeros(len(sizes), np.int64)
@@ -193,17 +190,3 @@ class PictureCache:
         if not self.uniform:
             raise ValueError("the pictures of this store vary in size: it has no fixed rows")
         return self.buffer.reshape(len(self), *self.output_size, 3)
-
-
-def cache_sizes(reference_heights, reference_widths, output_size, shorter_side):
-    """(heights, widths) of the cached pictures (see `PictureCache`)."""
-    n = len(np.asarray(reference_heights).reshape(-1))
-    if shorter_side is None:
-        return np.full(n, output_size[0], np.int64), np.full(n, output_size[1], np.int64)
-    return cache_size(reference_heights, reference_widths, shorter_side)
-
-
-def cache_bytes(reference_heights, reference_widths, output_size, shorter_side) -> int:
-    """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
-    heights, widths = cache_sizes(reference_heights, reference_widths, output_size, shorter_side)
-    return int(np.sum(heights * widths * 3))

@@ -42,7 +42,6 @@ from fast_tfds.cache.pictures import (
     WIDTHS,
     PictureCache,
     PictureSizes,
-    cache_bytes,
 )
 
 if TYPE_CHECKING:
@@ -83,8 +82,9 @@ class Store:
         wanted = {
             k: ((num_slots, *shape), np.dtype(dtype)) for k, (shape, dtype) in features.items()
         }
-        if pictures is not None:
-            wanted.update(pictures.columns())
+        if pictures is not None:  # The pictures' bytes, and their reference sizes.
+            wanted[PICTURES] = ((pictures.nbytes,), np.dtype(np.uint8))
+            wanted[HEIGHTS] = wanted[WIDTHS] = ((num_slots,), np.dtype(np.int64))
         self.backing = backing
         self.arrays = backing.columns(wanted)
         # The one written-bitmap, a flag per slot: setting a flag needs no lock (a slot
@@ -96,14 +96,7 @@ class Store:
             if not filled:
                 self.arrays[HEIGHTS][...] = pictures.reference_heights
                 self.arrays[WIDTHS][...] = pictures.reference_widths
-            self.pictures = PictureCache(
-                pictures.reference_heights,
-                pictures.reference_widths,
-                pictures.output_size,
-                pictures.shorter_side,
-                self.arrays[PICTURES],
-                written=self.written,
-            )
+            self.pictures = PictureCache(*pictures, self.arrays[PICTURES], written=self.written)
         self.keys = sorted(features)
         # Looked up on each use: a persistent file moves the columns to its mapping.
         self.features = {k: self.arrays[k] for k in self.keys}
@@ -305,10 +298,8 @@ def open_store(
         )
         if opened is not None:
             return file_store(opened, features, slot_of, output_size, shorter_side)
-    heights, widths = sizes()
-    need = cache_bytes(heights, widths, output_size, shorter_side)
-    backing = placement.allocator(need, what=what, cache_budget=budget, cache_dir=folder)
-    pictures = PictureSizes(heights, widths, output_size, shorter_side)
+    pictures = PictureSizes(*sizes(), output_size, shorter_side)
+    backing = placement.allocator(pictures.nbytes, what=what, cache_budget=budget, cache_dir=folder)
     return Store(n, features, slot_of, backing, pictures=pictures)
 
 
