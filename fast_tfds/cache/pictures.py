@@ -125,11 +125,9 @@ class PictureCache:
         given = (self.reference_heights, self.reference_widths)
         if len(given[0]) != len(given[1]) or (len(given[0]) and min(map(np.min, given)) < 1):
             raise ValueError("heights and widths: one positive pair per picture")
-        heights, widths = cache_size(*given, shorter_side, output_size)
-        self.heights, self.widths = heights, widths
-        sizes = heights * widths * 3
-        self.offsets = np.zeros(len(sizes), np.int64)
-        np.cumsum(sizes[:-1], out=self.offsets[1:])
+        self.heights, self.widths = cache_size(*given, shorter_side, output_size)
+        sizes = self.heights * self.widths * 3
+        self.offsets = np.cumsum(sizes) - sizes
         # The buffer's size: the pictures' pixel bytes, nothing else.
         self.nbytes = int(sizes.sum())
         self.buffer = allocate_in_memory((self.nbytes,), np.uint8) if buffer is None else buffer
@@ -138,7 +136,7 @@ class PictureCache:
                 f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
                 f"not uint8[{self.nbytes}]"
             )
-        self.written = np.zeros(len(heights), bool) if written is None else written
+        self.written = np.zeros(len(sizes), bool) if written is None else written
 
     def __len__(self) -> int:
         return len(self.offsets)
