@@ -36,18 +36,13 @@ from fast_tfds.core.dataset_hooks import Window
 PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 
-def default_shorter_side(output_size: tuple[int, int]) -> int:
-    """The cache's shorter side for an output size: output * 8/7 (256 for 224), the
-    resize-then-crop ratio of the evaluation recipe (crop_fraction 0.875), so that a
-    center crop is served at full resolution and random crops shrink little."""
-    return math.ceil(max(output_size) * 8 / 7)
-
-
 def shorter_side(crops: bool, asked: int | None, output_size: tuple[int, int]) -> int | None:
     """The stored pictures' shorter side, as both back ends choose it: None (each picture
     whole at exactly the output size) for a read that draws no crop; else `asked` (the
-    read's `cache_shorter_side`), or by default `default_shorter_side`."""
-    return (asked or default_shorter_side(output_size)) if crops else None
+    read's `cache_shorter_side`), or by default output * 8/7 (256 for 224), the
+    resize-then-crop ratio of the evaluation recipe (crop_fraction 0.875), so that a
+    center crop is served at full resolution and random crops shrink little."""
+    return (asked or math.ceil(max(output_size) * 8 / 7)) if crops else None
 
 
 def cache_size(height, width, shorter_side: int | None, output_size=None):
