@@ -23,7 +23,8 @@ Replace = Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], bool]
 class Backing(abc.ABC):
     """The memory behind a cache's columns, and what happens to it once every row is
     written. A cache asks `columns` once, writes its rows, calls `filled` once they are all
-    written, and while serving asks `read_ahead` for what it gathers next if `reads_ahead`.
+    written, and while serving, if `reads_ahead`, asks the kernel for what it gathers next
+    (`read_ahead_spans`).
     """
 
     # Whether served epochs should ask for their rows ahead (rows on disk).
@@ -38,13 +39,6 @@ class Backing(abc.ABC):
         """Every row of `arrays` (what `columns` gave) is written: rows on disk are
         written back, a persistent file is written out; `replace` may later be called to
         serve the same rows from elsewhere."""
-
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        """Asks for the byte spans (`starts`, `lengths`: offsets into `array`) of a column,
-        a few batches before a served epoch gathers them: on a mapped file, the kernel
-        reads them in the background (`read_ahead_spans`); memory has nothing to read."""
-        if self.reads_ahead:
-            read_ahead_spans(array, starts, lengths)
 
 
 class InMemory(Backing):
@@ -113,7 +107,8 @@ def read_randomly(region: mmap.mmap) -> None:
 
 def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
     """Asks the kernel to start reading byte spans of a column of a mapped file (offsets
-    into `array`, and lengths): the rows, or the pictures, a served epoch gathers next.
+    into `array`, and lengths: one per span, or one for all): the rows, or the pictures,
+    a served epoch gathers next.
 
     A served epoch gathers rows in a random order; those the page cache no longer
     holds would each be read when the gather faults on them, one at a time. Asked
@@ -125,12 +120,10 @@ def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
     if region is None or not hasattr(mmap, "MADV_WILLNEED"):
         return
     offset = array.ctypes.data - np.frombuffer(region, np.uint8, count=1).ctypes.data
-    for start, length in zip(
-        np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
-    ):
-        start += offset
-        aligned = start - start % mmap.PAGESIZE
-        region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
+    starts = np.asarray(starts, np.int64) + offset
+    aligned = starts - starts % mmap.PAGESIZE  # madvise takes a page's address
+    for start, length in zip(aligned.tolist(), (starts + lengths - aligned).tolist(), strict=True):
+        region.madvise(mmap.MADV_WILLNEED, start, length)
 
 
 # -- backing the rows before they are written ----------------------------------------

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fast_tfds.cache import persisted, placement
-from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault
+from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault, read_ahead_spans
 from fast_tfds.cache.pictures import (
     HEIGHTS,
     PICTURES,
@@ -192,25 +192,19 @@ class Store:
         self.written[slots] = True
         self.when_filled()
 
-    @property
-    def reads_ahead(self) -> bool:
-        """Whether the columns are on disk, and so worth asking for ahead."""
-        return self.backing.reads_ahead
-
     def read_ahead(self, slots) -> None:
         """Asks for what `slots` serve (their pictures, else their rows) from disk, ahead
-        of serving them."""
-        if not self.reads_ahead or not self.filled:
+        of serving them: only of columns on disk (the backing `reads_ahead`)."""
+        if not self.backing.reads_ahead or not self.filled:
             return
         slots = np.asarray(slots, np.int64).ravel()
         if self.pictures is not None:
             pictures = self.pictures
             lengths = pictures.heights[slots] * pictures.widths[slots] * 3
-            self.backing.read_ahead(pictures.buffer, pictures.offsets[slots], lengths)
+            read_ahead_spans(pictures.buffer, pictures.offsets[slots], lengths)
             return
         for array in self.features.values():
-            row_bytes = array.strides[0]
-            self.backing.read_ahead(array, slots * row_bytes, np.full(len(slots), row_bytes))
+            read_ahead_spans(array, slots * array.strides[0], array.strides[0])
 
     def column(self, name: str) -> np.ndarray:
         """The whole column `name` (a view): a feature, or of a picture table whose

@@ -167,7 +167,7 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
     assert str(folder) in _mapping_of(made.pictures.buffer)
-    assert made.reads_ahead
+    assert made.backing.reads_ahead
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
@@ -193,7 +193,7 @@ def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_pat
     assert len(made) == n and stores.bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
     for _ in range(2):  # The fill, then an epoch from the store.
         truth["224"].check(epoch(ds), size=160)
-    assert made.filled and not made.reads_ahead
+    assert made.filled and not made.backing.reads_ahead
     # Its pictures are anonymous memory of this process, not a mapped file.
     assert _mapping_of(made.pictures.buffer) is None
     assert "memory-mapped file" not in caplog.text
