@@ -123,13 +123,6 @@ class Store:
         self._filled = self._filled or bool(self.written.all())
         return self._filled
 
-    def __len__(self) -> int:
-        return len(self.written)
-
-    def slots(self, indices) -> np.ndarray:
-        indices = np.asarray(indices, np.int64)
-        return indices if self._slot_of is None else np.asarray(self._slot_of(indices), np.int64)
-
     def has(self, index: int) -> bool:
         """Whether example `index` is written. (Asked for every record the loader reads:
         one scalar through `slot_of`, not an array.)"""
@@ -158,7 +151,8 @@ class Store:
         picture; a JPEG of None (a record not read: its slot was written) is passed
         over. Returns their slots. A JPEG that does not decode raises
         `undecodable(index, error)` (the readers' one line that names the example)."""
-        slots = self.slots(indices)
+        indices = np.asarray(indices, np.int64)
+        slots = indices if self._slot_of is None else np.asarray(self._slot_of(indices), np.int64)
         features = self.features
         written = self.written
         for i, slot in enumerate(slots.tolist()):
@@ -212,10 +206,6 @@ class Store:
         if self.pictures is not None and name == "image":
             return self.pictures.rows()
         return self.features[name]
-
-    def rows_of(self, name: str, slots) -> np.ndarray:
-        """Feature `name` of `slots` (a copy)."""
-        return self.features[name][np.asarray(slots, np.int64)]
 
     def when_filled(self) -> None:
         """Once every slot is written, tells the backing (once)."""
@@ -342,8 +332,3 @@ def if_alive(key: int, method: Callable, *args) -> np.int64:
 def live_caches() -> list[Any]:
     """The caches (stores and arenas) whose datasets are alive in this process."""
     return list(_live.values())
-
-
-def bytes_held() -> int:
-    """Bytes reserved by the caches alive in this process (what their datasets hold)."""
-    return sum(cache.nbytes for cache in live_caches())

@@ -456,7 +456,7 @@ def cached_batches(reading: Reading):
             out,
             num_threads=num_threads,
         )
-        return [out, *(table.rows_of(k, slots) for k in keys)]
+        return [out, *(table.features[k][slots] for k in keys)]
 
     def cut(epoch):
 
