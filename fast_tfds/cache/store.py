@@ -172,17 +172,15 @@ class Store:
         feature, in `keys` order) at `slots`, and marks them written."""
         slots = np.asarray(slots, np.int64)
         n = len(slots)
-        # Consecutive slots (an unshuffled fill) are one slice, written in place.
+        # Consecutive slots (an unshuffled fill) are one slice, written in place, its
+        # pages backed first in one system call (`memory.prefault`).
         start = int(slots[0]) if n else 0
         run = n == 0 or bool(np.array_equal(slots, np.arange(start, start + n)))
-        features = self.features
+        where = slice(start, start + n) if run else slots
         for key, column in zip(self.keys, columns, strict=True):
             if run:
-                target = features[key][start : start + n]
-                prefault(target)
-                target[...] = column
-            else:
-                features[key][slots] = column
+                prefault(self.features[key][where])
+            self.features[key][where] = column
         self.written[slots] = True
         self.when_filled()
 
@@ -262,11 +260,11 @@ def open_store(
     n = len(np.asarray(slot_examples).reshape(-1))
 
     def sizes():
-        if shorter_side is None:  # The cache holds the output itself: windows are whole.
-            return np.full(n, output_size[0]), np.full(n, output_size[1])
-        if stored_size is not None:
-            return np.full(n, stored_size[0]), np.full(n, stored_size[1])
-        return header_sizes()  # Sizes vary (or a hook's window cuts each).
+        # Without a crop the cache holds the output itself: windows are whole.
+        fixed = output_size if shorter_side is None else stored_size
+        if fixed is None:
+            return header_sizes()  # Sizes vary (or a hook's window cuts each).
+        return np.full(n, fixed[0]), np.full(n, fixed[1])
 
     if origin is not None:
         opened, _ = persisted.open_pictures(
