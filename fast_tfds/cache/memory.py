@@ -6,6 +6,7 @@ filled, `persistent.ServedFile` once it is complete)."""
 from __future__ import annotations
 
 import abc
+import contextlib
 import ctypes
 import mmap
 import sys
@@ -45,7 +46,7 @@ class InMemory(Backing):
     """Anonymous memory: nothing to do once filled, nothing to read ahead."""
 
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
-        return in_memory(wanted)
+        return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
     def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         pass
@@ -70,11 +71,6 @@ def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     )
     return np.frombuffer(region, dtype, count=count).reshape(shape)
-
-
-def in_memory(wanted: Wanted) -> dict[str, np.ndarray]:
-    """`allocate_in_memory` for each column `wanted`."""
-    return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
 
 def bytes_text(n: int) -> str:
@@ -129,18 +125,11 @@ def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
 # -- backing the rows before they are written ----------------------------------------
 
 
-def _madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        madvise = ctypes.CDLL(None).madvise  # A refusal is ignored: see prefault.
-    except (OSError, AttributeError):
-        return None
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return madvise
-
-
-MADVISE = _madvise()
+MADVISE: Callable[[int, int, int], int] | None = None
+if sys.platform.startswith("linux"):
+    with contextlib.suppress(OSError, AttributeError):  # A refusal is ignored: see prefault.
+        MADVISE = ctypes.CDLL(None).madvise
+        MADVISE.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14; older kernels answer EINVAL.
 
 

@@ -260,7 +260,7 @@ class FileFill(memory.Backing):
         with self._lock:
             self._forget_file()
             if self._held.lock_fd is None:  # Given up earlier: memory from now on.
-                return memory.in_memory(wanted)
+                return memory.IN_MEMORY.columns(wanted)
             try:
                 arrays = self._new_file()
             except OSError as err:
@@ -274,7 +274,7 @@ class FileFill(memory.Backing):
                     self.path.parent,
                     err.strerror or err,
                 )
-                return memory.in_memory(wanted)
+                return memory.IN_MEMORY.columns(wanted)
             self._current = arrays
             self._given = _named(arrays, self.names, wanted)
         if not self._announced:
