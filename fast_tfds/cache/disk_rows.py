@@ -14,6 +14,7 @@ Each file is one `housekeeping.Entry` of the kind `ROWS`.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import functools
 import mmap
 import os
@@ -73,8 +74,10 @@ def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarra
         raise
     array = np.frombuffer(region, dtype, count=count).reshape(shape)
     # The file goes with the last view of its rows (the mapping keeps the data
-    # readable after the unlink); the lock goes with the descriptor.
-    weakref.finalize(region, _remove, path, fd)
+    # readable after the unlink); the lock goes with the descriptor. In either order: a
+    # file whose lock is free is a leftover that anyone may remove.
+    weakref.finalize(region, os.close, fd)
+    weakref.finalize(region, path.unlink, missing_ok=True)
     return array
 
 
@@ -95,9 +98,7 @@ def write_back(array: np.ndarray) -> None:
 def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
     """The cache files among `names`, and whether a running process holds each."""
     found = []
-    for name in names:
-        if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
-            continue
+    for name in fnmatch.filter(names, f"{PREFIX}*{SUFFIX}"):
         path = Path(folder) / name
         try:
             stat = path.stat()
@@ -121,13 +122,6 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
 
 
 ROWS = housekeeping.Kind("memory-cache file", _entries)
-
-
-def _remove(path: Path, fd: int) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
 
 
 def _gib(n: int) -> str:

@@ -6,6 +6,7 @@ filled, `persisted.ServedFile` once it is complete)."""
 from __future__ import annotations
 
 import abc
+import contextlib
 import ctypes
 import mmap
 import sys
@@ -23,7 +24,8 @@ Replace = Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], bool]
 class Backing(abc.ABC):
     """The memory behind a cache's columns, and what happens to it once every row is
     written. A cache asks `columns` once, writes its rows, calls `filled` once they are all
-    written, and while serving asks `read_ahead` for what it gathers next if `reads_ahead`.
+    written, and while serving, if `reads_ahead`, asks the kernel for what it gathers next
+    (`read_ahead_spans`).
     """
 
     # Whether served epochs should ask for their rows ahead (rows on disk).
@@ -39,19 +41,12 @@ class Backing(abc.ABC):
         written back, a persistent file is written out; `replace` may later be called to
         serve the same rows from elsewhere."""
 
-    def read_ahead(self, array: np.ndarray, starts, lengths) -> None:
-        """Asks for the byte spans (`starts`, `lengths`: offsets into `array`) of a column,
-        a few batches before a served epoch gathers them: on a mapped file, the kernel
-        reads them in the background (`read_ahead_spans`); memory has nothing to read."""
-        if self.reads_ahead:
-            read_ahead_spans(array, starts, lengths)
-
 
 class InMemory(Backing):
     """Anonymous memory: nothing to do once filled, nothing to read ahead."""
 
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
-        return in_memory(wanted)
+        return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
     def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         pass
@@ -76,11 +71,6 @@ def allocate_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         -1, max(count * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     )
     return np.frombuffer(region, dtype, count=count).reshape(shape)
-
-
-def in_memory(wanted: Wanted) -> dict[str, np.ndarray]:
-    """`allocate_in_memory` for each column `wanted`."""
-    return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
 
 def bytes_text(n: int) -> str:
@@ -113,7 +103,8 @@ def read_randomly(region: mmap.mmap) -> None:
 
 def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
     """Asks the kernel to start reading byte spans of a column of a mapped file (offsets
-    into `array`, and lengths): the rows, or the pictures, a served epoch gathers next.
+    into `array`, and lengths: one per span, or one for all): the rows, or the pictures,
+    a served epoch gathers next.
 
     A served epoch gathers rows in a random order; those the page cache no longer
     holds would each be read when the gather faults on them, one at a time. Asked
@@ -125,29 +116,20 @@ def read_ahead_spans(array: np.ndarray, starts, lengths) -> None:
     if region is None or not hasattr(mmap, "MADV_WILLNEED"):
         return
     offset = array.ctypes.data - np.frombuffer(region, np.uint8, count=1).ctypes.data
-    for start, length in zip(
-        np.asarray(starts).tolist(), np.asarray(lengths).tolist(), strict=True
-    ):
-        start += offset
-        aligned = start - start % mmap.PAGESIZE
-        region.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
+    starts = np.asarray(starts, np.int64) + offset
+    aligned = starts - starts % mmap.PAGESIZE  # madvise takes a page's address
+    for start, length in zip(aligned.tolist(), (starts + lengths - aligned).tolist(), strict=True):
+        region.madvise(mmap.MADV_WILLNEED, start, length)
 
 
 # -- backing the rows before they are written ----------------------------------------
 
 
-def _madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        madvise = ctypes.CDLL(None).madvise  # A refusal is ignored: see prefault.
-    except (OSError, AttributeError):
-        return None
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return madvise
-
-
-MADVISE = _madvise()
+MADVISE: Callable[[int, int, int], int] | None = None
+if sys.platform.startswith("linux"):
+    with contextlib.suppress(OSError, AttributeError):  # A refusal is ignored: see prefault.
+        MADVISE = ctypes.CDLL(None).madvise
+        MADVISE.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14; older kernels answer EINVAL.
 
 

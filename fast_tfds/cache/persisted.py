@@ -307,7 +307,7 @@ def open_file(
         if not pictures:
             return n, columns, over
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
-        nbytes = store.cache_bytes(heights, widths, output_size, shorter_side)
+        nbytes = store.PictureSizes(heights, widths, output_size, shorter_side).nbytes
         planned.update({HEIGHTS: heights, WIDTHS: widths})
         # The pictures' bytes and their reference sizes, beside the features.
         columns.update(
@@ -541,7 +541,7 @@ class FileFill(memory.Backing):
                     self.path.parent,
                     err.strerror or err,
                 )
-                return memory.in_memory(wanted)
+                return memory.IN_MEMORY.columns(wanted)
         logging.warning(
             "fast_tfds: persist=True: writing the decoded cache of %s (%s on disk) to "
             "%s; later runs serve from it. See or remove it with `fast-tfds cache "

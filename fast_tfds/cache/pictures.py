@@ -22,13 +22,12 @@ TensorFlow.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import threading
+from typing import NamedTuple
 
 import numpy as np
 
-from fast_tfds.cache.memory import Wanted, allocate_in_memory, prefault
+from fast_tfds.cache.memory import allocate_in_memory, prefault
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
 
@@ -37,24 +36,22 @@ from fast_tfds.core.dataset_hooks import Window
 PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 
-def default_shorter_side(output_size: tuple[int, int]) -> int:
-    """The cache's shorter side for an output size: output * 8/7 (256 for 224), the
-    resize-then-crop ratio of the evaluation recipe (crop_fraction 0.875), so that a
-    center crop is served at full resolution and random crops shrink little."""
-    return math.ceil(max(output_size) * 8 / 7)
-
-
 def shorter_side(crops: bool, asked: int | None, output_size: tuple[int, int]) -> int | None:
     """The stored pictures' shorter side, as both back ends choose it: None (each picture
     whole at exactly the output size) for a read that draws no crop; else `asked` (the
-    read's `cache_shorter_side`), or by default `default_shorter_side`."""
-    return (asked or default_shorter_side(output_size)) if crops else None
+    read's `cache_shorter_side`), or by default output * 8/7 (256 for 224), the
+    resize-then-crop ratio of the evaluation recipe (crop_fraction 0.875), so that a
+    center crop is served at full resolution and random crops shrink little."""
+    return (asked or math.ceil(max(output_size) * 8 / 7)) if crops else None
 
 
-def cache_size(height, width, shorter_side: int):
+def cache_size(height, width, shorter_side: int | None, output_size=None):
     """(height, width) of a `height` x `width` picture kept at `shorter_side`, aspect
-    ratio kept, never enlarged (arrays or ints)."""
+    ratio kept, never enlarged (arrays or ints); `shorter_side` None: exactly
+    `output_size`, whatever its own size (see `PictureCache`)."""
     height, width = np.asarray(height, np.int64), np.asarray(width, np.int64)
+    if shorter_side is None:
+        return np.full_like(height, output_size[0]), np.full_like(width, output_size[1])
     scale = np.minimum(1.0, shorter_side / np.minimum(height, width))
     return (
         np.maximum(1, np.round(height * scale)).astype(np.int64),
@@ -62,56 +59,20 @@ def cache_size(height, width, shorter_side: int):
     )
 
 
-class Written:
-    """Which slots of a table are written: one flag per slot (`flags`), and their count.
-    A slot stays written: a fill that stops half-way leaves its slots served, and the
-    next fill writes the rest."""
-
-    def __init__(self, count: int, written: bool = False):
-        self.flags = np.full(count, written, bool)
-        self._count = count if written else 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self.flags)
-
-    @property
-    def filled(self) -> bool:
-        return self._count == len(self.flags)
-
-    def mark(self, slots) -> None:
-        """`slots` (one, or an array of distinct ones) are written."""
-        with self._lock:
-            if np.ndim(slots) == 0:
-                if not self.flags[slots]:
-                    self.flags[slots] = True
-                    self._count += 1
-                return
-            fresh = np.asarray(slots)[~self.flags[slots]]
-            self.flags[fresh] = True
-            self._count += len(fresh)
-
-
-@dataclasses.dataclass(frozen=True)
-class PictureSizes:
-    """What a table's picture column is laid out by (see `PictureCache`)."""
+class PictureSizes(NamedTuple):
+    """What a table's picture column is laid out by: `PictureCache`'s arguments before
+    its buffer."""
 
     reference_heights: np.ndarray
     reference_widths: np.ndarray
     output_size: tuple[int, int]
     shorter_side: int | None
 
-    def columns(self) -> Wanted:
-        """The table's columns of the pictures: their bytes, and their reference sizes."""
-        n = len(np.asarray(self.reference_heights).reshape(-1))
-        nbytes = cache_bytes(
-            self.reference_heights, self.reference_widths, self.output_size, self.shorter_side
-        )
-        return {
-            PICTURES: ((nbytes,), np.dtype(np.uint8)),
-            HEIGHTS: ((n,), np.dtype(np.int64)),
-            WIDTHS: ((n,), np.dtype(np.int64)),
-        }
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
+        heights, widths = cache_size(*self[:2], self.shorter_side, self.output_size)
+        return int(np.sum(heights * widths * 3))
 
 
 class PictureCache:
@@ -138,8 +99,8 @@ class PictureCache:
         enlarged); None: exactly `output_size` per picture, for reading without a
         crop (nothing outside the output is ever needed).
       buffer: the pictures' memory (default: anonymous memory).
-      written: which are written (a table's, shared with its other columns; default:
-        none yet).
+      written: which are written, one flag per picture (a table's bitmap, shared with
+        its other columns; default: none yet).
     """
 
     def __init__(
@@ -150,7 +111,7 @@ class PictureCache:
         shorter_side: int | None,
         buffer: np.ndarray | None = None,
         *,
-        written: Written | None = None,
+        written: np.ndarray | None = None,
     ):
         self.reference_heights = np.asarray(reference_heights, np.int64).reshape(-1)
         self.reference_widths = np.asarray(reference_widths, np.int64).reshape(-1)
@@ -159,11 +120,9 @@ class PictureCache:
         given = (self.reference_heights, self.reference_widths)
         if len(given[0]) != len(given[1]) or (len(given[0]) and min(map(np.min, given)) < 1):
             raise ValueError("heights and widths: one positive pair per picture")
-        heights, widths = cache_sizes(*given, output_size, shorter_side)
-        self.heights, self.widths = heights, widths
-        sizes = heights * widths * 3
-        self.offsets = np.zeros(len(sizes), np.int64)
-        np.cumsum(sizes[:-1], out=self.offsets[1:])
+        self.heights, self.widths = cache_size(*given, shorter_side, output_size)
+        sizes = self.heights * self.widths * 3
+        self.offsets = np.cumsum(sizes) - sizes
         # The buffer's size: the pictures' pixel bytes, nothing else.
         self.nbytes = int(sizes.sum())
         self.buffer = allocate_in_memory((self.nbytes,), np.uint8) if buffer is None else buffer
@@ -172,8 +131,7 @@ class PictureCache:
                 f"the buffer is {self.buffer.dtype}{list(self.buffer.shape)}, "
                 f"not uint8[{self.nbytes}]"
             )
-        self._written = Written(len(heights)) if written is None else written
-        self.written = self._written.flags
+        self.written = np.zeros(len(sizes), bool) if written is None else written
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -189,12 +147,12 @@ class PictureCache:
 
     def mark(self, i: int) -> None:
         """Picture i is written (after its pixels are in its view)."""
-        self._written.mark(i)
+        self.written[i] = True
 
     @property
     def filled(self) -> bool:
         """Whether every picture is written."""
-        return self._written.filled
+        return bool(self.written.all())
 
     def put(self, i: int, picture: np.ndarray) -> None:
         self.view(i)[...] = picture
@@ -225,17 +183,3 @@ class PictureCache:
         if not self.uniform:
             raise ValueError("the pictures of this store vary in size: it has no fixed rows")
         return self.buffer.reshape(len(self), *self.output_size, 3)
-
-
-def cache_sizes(reference_heights, reference_widths, output_size, shorter_side):
-    """(heights, widths) of the cached pictures (see `PictureCache`)."""
-    n = len(np.asarray(reference_heights).reshape(-1))
-    if shorter_side is None:
-        return np.full(n, output_size[0], np.int64), np.full(n, output_size[1], np.int64)
-    return cache_size(reference_heights, reference_widths, shorter_side)
-
-
-def cache_bytes(reference_heights, reference_widths, output_size, shorter_side) -> int:
-    """The bytes of the cached pictures: what a `PictureCache` of these sizes allocates."""
-    heights, widths = cache_sizes(reference_heights, reference_widths, output_size, shorter_side)
-    return int(np.sum(heights * widths * 3))

@@ -35,15 +35,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fast_tfds.cache import persisted, placement
-from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault
+from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault, read_ahead_spans
 from fast_tfds.cache.pictures import (
     HEIGHTS,
     PICTURES,
     WIDTHS,
     PictureCache,
     PictureSizes,
-    Written,
-    cache_bytes,
 )
 
 if TYPE_CHECKING:
@@ -84,24 +82,21 @@ class Store:
         wanted = {
             k: ((num_slots, *shape), np.dtype(dtype)) for k, (shape, dtype) in features.items()
         }
-        if pictures is not None:
-            wanted.update(pictures.columns())
+        if pictures is not None:  # The pictures' bytes, and their reference sizes.
+            wanted[PICTURES] = ((pictures.nbytes,), np.dtype(np.uint8))
+            wanted[HEIGHTS] = wanted[WIDTHS] = ((num_slots,), np.dtype(np.int64))
         self.backing = backing
         self.arrays = backing.columns(wanted)
-        self.written = Written(num_slots, filled)
+        # The one written-bitmap, a flag per slot: setting a flag needs no lock (a slot
+        # only ever turns written), and whether all are is asked of the flags themselves.
+        self.written = np.full(num_slots, filled, bool)
+        self._filled = filled
         self.pictures: PictureCache | None = None
         if pictures is not None:
             if not filled:
                 self.arrays[HEIGHTS][...] = pictures.reference_heights
                 self.arrays[WIDTHS][...] = pictures.reference_widths
-            self.pictures = PictureCache(
-                pictures.reference_heights,
-                pictures.reference_widths,
-                pictures.output_size,
-                pictures.shorter_side,
-                self.arrays[PICTURES],
-                written=self.written,
-            )
+            self.pictures = PictureCache(*pictures, self.arrays[PICTURES], written=self.written)
         self.keys = sorted(features)
         # Looked up on each use: a persistent file moves the columns to its mapping.
         self.features = {k: self.arrays[k] for k in self.keys}
@@ -123,20 +118,16 @@ class Store:
 
     @property
     def filled(self) -> bool:
-        return self.written.filled
-
-    def __len__(self) -> int:
-        return len(self.written)
-
-    def slots(self, indices) -> np.ndarray:
-        indices = np.asarray(indices, np.int64)
-        return indices if self._slot_of is None else np.asarray(self._slot_of(indices), np.int64)
+        # The flags are scanned until every one is set, then never again: a slot stays
+        # written.
+        self._filled = self._filled or bool(self.written.all())
+        return self._filled
 
     def has(self, index: int) -> bool:
         """Whether example `index` is written. (Asked for every record the loader reads:
         one scalar through `slot_of`, not an array.)"""
         slot = index if self._slot_of is None else self._slot_of(np.int64(index))
-        return bool(self.written.flags[int(slot)])
+        return bool(self.written[int(slot)])
 
     def begin(self, streamed: bool) -> np.int64:
         """What this epoch does: SERVE once filled; else FILL when the epoch's order is
@@ -160,12 +151,12 @@ class Store:
         picture; a JPEG of None (a record not read: its slot was written) is passed
         over. Returns their slots. A JPEG that does not decode raises
         `undecodable(index, error)` (the readers' one line that names the example)."""
-        slots = self.slots(indices)
+        indices = np.asarray(indices, np.int64)
+        slots = indices if self._slot_of is None else np.asarray(self._slot_of(indices), np.int64)
         features = self.features
-        flags = self.written.flags
-        for i, slot in enumerate(slots):
-            slot = int(slot)
-            if jpegs[i] is None or flags[slot]:
+        written = self.written
+        for i, slot in enumerate(slots.tolist()):
+            if jpegs[i] is None or written[slot]:
                 continue
             for name, column in values.items():
                 features[name][slot] = column[i]
@@ -181,39 +172,31 @@ class Store:
         feature, in `keys` order) at `slots`, and marks them written."""
         slots = np.asarray(slots, np.int64)
         n = len(slots)
-        # Consecutive slots (an unshuffled fill) are one slice, written in place.
+        # Consecutive slots (an unshuffled fill) are one slice, written in place, its
+        # pages backed first in one system call (`memory.prefault`).
         start = int(slots[0]) if n else 0
         run = n == 0 or bool(np.array_equal(slots, np.arange(start, start + n)))
-        features = self.features
+        where = slice(start, start + n) if run else slots
         for key, column in zip(self.keys, columns, strict=True):
             if run:
-                target = features[key][start : start + n]
-                prefault(target)
-                target[...] = column
-            else:
-                features[key][slots] = column
-        self.written.mark(slots)
+                prefault(self.features[key][where])
+            self.features[key][where] = column
+        self.written[slots] = True
         self.when_filled()
-
-    @property
-    def reads_ahead(self) -> bool:
-        """Whether the columns are on disk, and so worth asking for ahead."""
-        return self.backing.reads_ahead
 
     def read_ahead(self, slots) -> None:
         """Asks for what `slots` serve (their pictures, else their rows) from disk, ahead
-        of serving them."""
-        if not self.reads_ahead or not self.filled:
+        of serving them: only of columns on disk (the backing `reads_ahead`)."""
+        if not self.backing.reads_ahead or not self.filled:
             return
         slots = np.asarray(slots, np.int64).ravel()
         if self.pictures is not None:
             pictures = self.pictures
             lengths = pictures.heights[slots] * pictures.widths[slots] * 3
-            self.backing.read_ahead(pictures.buffer, pictures.offsets[slots], lengths)
+            read_ahead_spans(pictures.buffer, pictures.offsets[slots], lengths)
             return
         for array in self.features.values():
-            row_bytes = array.strides[0]
-            self.backing.read_ahead(array, slots * row_bytes, np.full(len(slots), row_bytes))
+            read_ahead_spans(array, slots * array.strides[0], array.strides[0])
 
     def column(self, name: str) -> np.ndarray:
         """The whole column `name` (a view): a feature, or of a picture table whose
@@ -221,10 +204,6 @@ class Store:
         if self.pictures is not None and name == "image":
             return self.pictures.rows()
         return self.features[name]
-
-    def rows_of(self, name: str, slots) -> np.ndarray:
-        """Feature `name` of `slots` (a copy)."""
-        return self.features[name][np.asarray(slots, np.int64)]
 
     def when_filled(self) -> None:
         """Once every slot is written, tells the backing (once)."""
@@ -281,11 +260,11 @@ def open_store(
     n = len(np.asarray(slot_examples).reshape(-1))
 
     def sizes():
-        if shorter_side is None:  # The cache holds the output itself: windows are whole.
-            return np.full(n, output_size[0]), np.full(n, output_size[1])
-        if stored_size is not None:
-            return np.full(n, stored_size[0]), np.full(n, stored_size[1])
-        return header_sizes()  # Sizes vary (or a hook's window cuts each).
+        # Without a crop the cache holds the output itself: windows are whole.
+        fixed = output_size if shorter_side is None else stored_size
+        if fixed is None:
+            return header_sizes()  # Sizes vary (or a hook's window cuts each).
+        return np.full(n, fixed[0]), np.full(n, fixed[1])
 
     if origin is not None:
         opened, _ = persisted.open_file(
@@ -301,10 +280,8 @@ def open_store(
         )
         if opened is not None:
             return file_store(opened, features, slot_of, output_size, shorter_side)
-    heights, widths = sizes()
-    need = cache_bytes(heights, widths, output_size, shorter_side)
-    backing = placement.allocator(need, what=what, cache_budget=budget, cache_dir=folder)
-    pictures = PictureSizes(heights, widths, output_size, shorter_side)
+    pictures = PictureSizes(*sizes(), output_size, shorter_side)
+    backing = placement.allocator(pictures.nbytes, what=what, cache_budget=budget, cache_dir=folder)
     return Store(n, features, slot_of, backing, pictures=pictures)
 
 
@@ -353,8 +330,3 @@ def if_alive(key: int, method: Callable, *args) -> np.int64:
 def live_caches() -> list[Any]:
     """The caches (stores and arenas) whose datasets are alive in this process."""
     return list(_live.values())
-
-
-def bytes_held() -> int:
-    """Bytes reserved by the caches alive in this process (what their datasets hold)."""
-    return sum(cache.nbytes for cache in live_caches())

@@ -126,7 +126,7 @@ def cached_epochs(
     drop = reading.batching.drop_remainder and batched
     zero = tf.constant(0, tf.int64)
     ahead = None  # Blocks asked for ahead of a shuffled epoch's gather, for slots on disk.
-    if cache.reads_ahead and shuffle:
+    if cache.backing.reads_ahead and shuffle:
         slot_bytes = cache.nbytes / max(reading.num_examples, 1)
         ahead = max(1, int(-(-READ_AHEAD_BYTES // max(block * slot_bytes, 1))))
 
@@ -456,7 +456,7 @@ def cached_batches(reading: Reading):
             out,
             num_threads=num_threads,
         )
-        return [out, *(table.rows_of(k, slots) for k in keys)]
+        return [out, *(table.features[k][slots] for k in keys)]
 
     def cut(epoch):
 

@@ -26,8 +26,8 @@ def test_cache_sizes_keep_the_aspect_and_never_enlarge():
     heights, widths = ragged.cache_size([300, 500, 200, 1000], [400, 375, 100, 250], 256)
     assert heights.tolist() == [256, 341, 200, 1000]
     assert widths.tolist() == [341, 256, 100, 250]
-    assert ragged.default_shorter_side((224, 224)) == 256
-    assert ragged.default_shorter_side((160, 120)) == 183
+    assert ragged.shorter_side(True, None, (224, 224)) == 256
+    assert ragged.shorter_side(True, None, (160, 120)) == 183
 
 
 def test_pictures_are_written_once_and_read_back_without_overlap():

@@ -25,18 +25,18 @@ def test_each_example_is_written_once_at_its_slot():
         [12, 10], [None, jpeg(200)], [None, None], {"label": [5, 3]}, step.decode_error
     )
     assert slots.tolist() == [2, 0]
-    assert store.written.flags.tolist() == [True, False, False]  # None: not read, passed over
-    assert store.rows_of("label", [0]).tolist() == [3]
+    assert store.written.tolist() == [True, False, False]  # None: not read, passed over
+    assert store.features["label"][[0]].tolist() == [3]
     # A written slot keeps what it holds: its picture and its label.
     store.put_many([10], [jpeg(20)], [None], {"label": [9]}, step.decode_error)
-    assert store.rows_of("label", [0]).tolist() == [3]
+    assert store.features["label"][[0]].tolist() == [3]
     assert abs(int(store.pictures.image(0).mean()) - 200) <= 2
 
     with pytest.raises(ValueError, match=r"^fast_tfds: example 11 does not decode \("):
         store.put_many([11], [b"not a jpeg"], [None], {"label": [4]}, step.decode_error)
-    assert not store.written.flags[1]
+    assert not store.written[1]
 
     store.put_many(
         [11, 12], [jpeg(100), jpeg(50)], [None, None], {"label": [4, 5]}, step.decode_error
     )
-    assert store.filled and store.rows_of("label", [0, 1, 2]).tolist() == [3, 4, 5]
+    assert store.filled and store.features["label"][[0, 1, 2]].tolist() == [3, 4, 5]

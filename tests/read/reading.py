@@ -10,6 +10,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 import cats_vs_dogs_fast
+from fast_tfds.cache import store as stores
 from tests.pairs import Output, digest, epoch  # noqa: F401  (re-exported for the read tests)
 
 BATCH = 8
@@ -37,3 +38,8 @@ def store_rows(made) -> list[Output]:
     """Every picture of a plain read's store as an example: its image and its label."""
     images, labels = made.pictures.rows(), made.features["label"]
     return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]
+
+
+def bytes_held() -> int:
+    """Bytes reserved by the caches alive in this process (what their datasets hold)."""
+    return sum(cache.nbytes for cache in stores.live_caches())

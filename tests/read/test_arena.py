@@ -16,7 +16,7 @@ from fast_tfds.cache import memory
 from fast_tfds.cache import store as stores
 from fast_tfds.read import cached
 from tests.pairs import Output
-from tests.read.reading import arena_rows, digest, epoch, read
+from tests.read.reading import arena_rows, bytes_held, digest, epoch, read
 
 
 def _new_arena(before: set[int]) -> stores.Store:
@@ -42,14 +42,14 @@ def test_the_store_holds_the_split_once_filled(cats_data_dir, cats_builder, stor
         (digest(ex["image"].numpy()), int(ex["label"])) for ex in cats_builder.as_dataset("train")
     )
     n = sum(pairs.values())
-    before, held = _keys(), stores.bytes_held()
+    before, held = _keys(), bytes_held()
     ds = read(cats_data_dir)
     made = _new_store(before)
     # Reserved up front for the whole split: each picture at the output size, in uint8,
     # its reference size and its label (int64s).
-    assert len(made) == n and not made.filled
+    assert len(made.written) == n and not made.filled
     assert made.pictures.uniform
-    assert stores.bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 3 * 8)
+    assert bytes_held() - held == made.nbytes == n * (224 * 224 * 3 + 3 * 8)
 
     stored["train"].check(epoch(ds))  # The fill.
     assert made.filled
@@ -143,14 +143,14 @@ def test_the_cache_is_freed_with_its_dataset(cats_data_dir, options):
     del made
     epoch(ds)
     epoch(ds)
-    held = stores.bytes_held()
+    held = bytes_held()
     assert key in _keys() and held >= nbytes
     del ds
     gc.collect()
     # Other tests' caches may go in the same collection (a failed test's, kept by its
     # traceback): this one must, with all its bytes.
     assert key not in _keys()
-    assert stores.bytes_held() <= held - nbytes
+    assert bytes_held() <= held - nbytes
 
 
 def test_a_fill_whose_arena_is_gone_still_runs():

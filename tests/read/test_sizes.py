@@ -34,7 +34,7 @@ from tests import forks
 from tests.children import TIMEOUT_S
 from tests.helpers import REPO, child_env
 from tests.pairs import Truth
-from tests.read.reading import epoch, read, store_rows
+from tests.read.reading import bytes_held, epoch, read, store_rows
 
 SIZES = (160, 224, 384)
 CONFIGS = ("224", "original")
@@ -168,7 +168,7 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
     assert files and all(f.in_use for f in files)
     assert sum(f.size for f in files) == made.nbytes
     assert str(folder) in _mapping_of(made.pictures.buffer)
-    assert made.reads_ahead
+    assert made.backing.reads_ahead
     assert "memory-mapped file in" in caplog.text and str(folder) in caplog.text
     assert _random_read_mappings(folder) == [False] * len(files)
     for _ in range(3):  # The fill, then two epochs from the file.
@@ -186,15 +186,15 @@ def test_a_cache_over_the_budget_goes_to_disk_with_every_example(
 
 def test_a_cache_within_the_budget_stays_in_memory(cats_data_dir, truth, tmp_path, caplog):
     folder = tmp_path / "rows"
-    before, held = set(map(id, stores.live_caches())), stores.bytes_held()
+    before, held = set(map(id, stores.live_caches())), bytes_held()
     ds = read(cats_data_dir, image_size=160, cache_budget=1 << 40, cache_dir=folder)
     (made,) = [c for c in stores.live_caches() if id(c) not in before]
     n = len(truth["224"])
     # Each picture at 160 px, its reference size and its label (int64s).
-    assert len(made) == n and stores.bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
+    assert len(made.written) == n and bytes_held() - held == n * (160 * 160 * 3 + 3 * 8)
     for _ in range(2):  # The fill, then an epoch from the store.
         truth["224"].check(epoch(ds), size=160)
-    assert made.filled and not made.reads_ahead
+    assert made.filled and not made.backing.reads_ahead
     # Its pictures are anonymous memory of this process, not a mapped file.
     assert _mapping_of(made.pictures.buffer) is None
     assert "memory-mapped file" not in caplog.text
