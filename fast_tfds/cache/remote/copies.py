@@ -35,11 +35,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent import futures
 from concurrent.futures import Future
 from typing import Any
 
-from fast_tfds.cache.remote.object_stores import said_of, store_of, transferred
+from fast_tfds.cache.remote.object_stores import (
+    NoAnswer,
+    said_of,
+    store_of,
+    transferred,
+    waited,
+)
 
 # Copies at a time, per process: enough to keep a bucket's latency hidden, few enough
 # that one slow copy does not starve the reads of the shards it holds.
@@ -144,13 +149,10 @@ class ObjectCopies:
         """File k's local path (or what `opener` made of it), its copy started if it was
         not; BucketReadError once no copy has made progress for `timeout_s`, or where
         the copy failed."""
-        copy = copy or self.start(k)
-        while not copy.done():
-            left = self._progress + self.timeout_s - time.monotonic()
-            if left <= 0:
-                raise self.store.gave_nothing(self.files[k], self.timeout_s) from None
-            futures.wait([copy], min(left, 1.0))
-        return copy.result()
+        try:
+            return waited(copy or self.start(k), self.timeout_s, lambda: self._progress)
+        except NoAnswer:
+            raise self.store.gave_nothing(self.files[k], self.timeout_s) from None
 
     def close(self) -> None:
         """Drops the copies (those no reader took, see `opening`): the queued ones never

@@ -24,6 +24,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 # How long a read from a bucket (a copy, a record, a listing), or an upload to it (`fast-tfds
@@ -73,36 +75,44 @@ def within(
     name: str,
     progress: Callable[[], float] | None = None,
 ) -> T:
-    """`call()`'s result or its error, in a daemon thread (`name`) waited for at most
-    `timeout` seconds, else `NoAnswer`; where `progress()` gives the time (monotonic) of
-    the call's last progress (a transfer's last piece, `transferred`), `timeout` seconds
-    without progress: a long transfer whose pieces keep coming is waited for. A client's
-    retries (and making the client: finding credentials) can each take minutes where the
-    bucket does not answer; the stuck thread is left to end on its own, and as a daemon
-    does not hold up the exit (a ThreadPoolExecutor's threads would: they are joined at
-    exit). A thread costs tens of microseconds; a request to a bucket, milliseconds."""
-    box: dict = {}
-    done = threading.Event()
-    started = time.monotonic()
+    """`call()`'s result or its error, run `in_thread` (`name`) and waited for as `waited`
+    says (`timeout` seconds, without progress where `progress` is given)."""
+    return waited(in_thread(call, name), timeout, progress)
+
+
+def in_thread(call: Callable[[], T], name: str) -> Future:
+    """`call()` started in a daemon thread (`name`): its result or its error, as a Future.
+    A client's retries (and making the client: finding credentials) can each take minutes
+    where the bucket does not answer; the stuck thread is left to end on its own, and as a
+    daemon does not hold up the exit (a ThreadPoolExecutor's threads would: they are
+    joined at exit). A thread costs tens of microseconds; a request to a bucket,
+    milliseconds."""
+    result: Future = Future()
 
     def run():
         try:
-            box["result"] = call()
-        except BaseException as error:  # noqa: BLE001  (re-raised in the caller)
-            box["error"] = error
-        finally:
-            done.set()
+            result.set_result(call())
+        except BaseException as error:  # noqa: BLE001  (re-raised by its waiter)
+            result.set_exception(error)
 
     threading.Thread(target=run, daemon=True, name=name).start()
-    while not done.is_set():
+    return result
+
+
+def waited(result: Future, timeout: float, progress: Callable[[], float] | None = None) -> Any:
+    """`result`'s result or its error once it is there, else `NoAnswer` after `timeout`
+    seconds; where `progress()` gives the time (monotonic) of the last progress towards it
+    (a transfer's last piece, `transferred`), `timeout` seconds without progress: a long
+    transfer whose pieces keep coming is waited for. The one bounded wait of every call
+    into a store (`within`) and of every wait for a shard's copy (`copies`)."""
+    started = time.monotonic()
+    while not result.done():
         last = max(started, progress()) if progress is not None else started
         left = last + timeout - time.monotonic()
         if left <= 0:
             raise NoAnswer(f"no answer within {timeout:g} s")
-        done.wait(left)
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+        futures.wait([result], left)
+    return result.result()
 
 
 def transferred(piece: Callable[[], None]) -> Any:
