@@ -43,21 +43,25 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import os
 import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from fast_tfds.cache.remote.copies import ObjectCopies, remove_owned
 from fast_tfds.cache.remote.object_stores import (
     NoAnswer,
     ObjectStore,
+    in_thread,
     said_of,
     store_of,
     timeout_s,
+    waited,
     within,
 )
 
@@ -85,75 +89,15 @@ def shard_objects(names, dataset: str, split: str, file_format: str) -> list[str
     return [n for _, n in sorted(found, key=lambda f: int(f[0][1]))]
 
 
+@dataclasses.dataclass
 class _Opening:
-    """The listing and the copies ahead of one opening (in a background thread)."""
+    """One opening's copies ahead: `ahead`, a Future of the `ObjectCopies` of the split's
+    shard objects (None where the listing names none), made in a background thread while
+    the builder loads, and whether a reader took them."""
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        folder: str,
-        dataset: str,
-        split: str,
-        file_format: str,
-        timeout: float,
-        opener: Callable[[str], Any] | None,
-    ):
-        self.store = store
-        self.folder = folder.rstrip("/")
-        self.timeout_s = timeout
-        self.copies: ObjectCopies | None = None
-        self.taken: ObjectCopies | None = None
-        self.closed = False
-        self.listed = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._start,
-            args=(dataset, split, file_format, opener),
-            daemon=True,  # a bucket that never answers does not hold up the exit
-            name="fast_tfds-opening-copies",
-        )
-        self._thread.start()
-
-    def _start(self, dataset, split, file_format, opener) -> None:
-        try:
-            # Imports the client here, not in the opening call.
-            names = shard_objects(self.store.listing(self.folder), dataset, split, file_format)
-            files = [f"{self.folder}/{n}" for n in names]
-            with self._lock:
-                if self.closed or not files:
-                    return
-                self.copies = ObjectCopies(files, self.timeout_s, opener)
-                self.copies.ensure_folder()  # there once the reader has taken them
-                for k in range(len(files)):
-                    self.copies.start(k, ahead=True)
-        except BaseException as error:  # noqa: BLE001  (the reader makes its own copies)
-            log.debug("fast_tfds: no shard copies ahead for %s: %r", self.folder, error)
-        finally:
-            self.listed.set()
-
-    def take(self, files: tuple[str, ...]) -> ObjectCopies | None:
-        # The listing is one request, which the builder's loading (several, after etils'
-        # check) has covered; where it has not, the copies ahead are worth the wait. A
-        # bucket that gives it nothing in the read timeout would not give the reader's
-        # own copies anything either.
-        self.listed.wait(self.timeout_s)
-        with self._lock:
-            copies = self.copies
-            if copies is None or copies.files != files:
-                return None
-            self.copies, self.taken = None, copies
-            return copies
-
-    def close(self, failed: bool) -> None:
-        """Drops the copies no reader took; `failed` (the opening raised): the ones taken
-        too, since no reader will read them."""
-        with self._lock:
-            self.closed = True
-            dropped = [self.copies, self.taken if failed else None]
-            self.copies = self.taken = None
-        for copies in dropped:
-            if copies is not None:
-                copies.close()
+    ahead: Future
+    timeout_s: float
+    taken: bool = False
 
 
 @contextlib.contextmanager
@@ -175,7 +119,21 @@ def opening(
     if store is None or not store.installed():
         yield
         return
-    started = _Opening(store, str(folder), dataset, str(split), file_format, timeout_s(), opener)
+    folder = str(folder).rstrip("/")
+    timeout, ended = timeout_s(), threading.Event()
+
+    def ahead() -> ObjectCopies | None:
+        # Imports the client here, not in the opening call.
+        names = shard_objects(store.listing(folder), dataset, str(split), file_format)
+        if not names or ended.is_set():
+            return None
+        copies = ObjectCopies([f"{folder}/{n}" for n in names], timeout, opener)
+        copies.ensure_folder()  # there once the reader has taken them
+        for k in range(len(names)):
+            copies.start(k, ahead=True)
+        return copies
+
+    started = _Opening(in_thread(ahead, "fast_tfds-opening-copies"), timeout)
     token = _OPENING.set(started)
     failed = True
     try:
@@ -183,7 +141,17 @@ def opening(
         failed = False
     finally:
         _OPENING.reset(token)
-        started.close(failed)
+        ended.set()
+        keep = started.taken and not failed
+
+        def drop(ahead: Future) -> None:
+            # Once the copies are made (now, or when the listing ends): those no reader
+            # will read go, the queued copies never start, the ones in flight stop at
+            # their next piece, and the folder goes.
+            if not keep and not ahead.exception() and ahead.result() is not None:
+                ahead.result().close()
+
+        started.ahead.add_done_callback(drop)
 
 
 def take(files) -> ObjectCopies | None:
@@ -191,7 +159,19 @@ def take(files) -> ObjectCopies | None:
     way in this thread, now the caller's to keep (and close with its reader); None where
     there are none."""
     started = _OPENING.get()
-    return None if started is None else started.take(tuple(files))
+    if started is None or started.taken:
+        return None
+    # The listing is one request, which the builder's loading (several, after etils'
+    # check) has covered; where it has not, the copies ahead are worth the wait. A
+    # bucket that gives it nothing in the read timeout would not give the reader's own
+    # copies anything either.
+    try:
+        copies = waited(started.ahead, started.timeout_s)
+    except Exception as error:  # noqa: BLE001  (the reader makes its own copies)
+        log.debug("fast_tfds: no shard copies ahead for %s: %r", files[:1], error)
+        return None
+    started.taken = copies is not None and copies.files == tuple(files)
+    return copies if started.taken else None
 
 
 def copies(
