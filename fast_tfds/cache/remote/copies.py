@@ -129,9 +129,6 @@ class ObjectCopies:
             if copy is not None and not ahead and k in self._ahead:
                 self._ahead.remove(k)
                 self._queue.append(k)
-            if copy is None and self._closed:
-                copy = self._copies[k] = Future()
-                copy.set_exception(self.store.read_failed(self.files[k], "its copies were dropped"))
             if copy is None:
                 self._progress = time.monotonic()  # a wait starts now, not at the last copy
                 copy = self._copies[k] = Future()
@@ -155,16 +152,10 @@ class ObjectCopies:
             raise self.store.gave_nothing(self.files[k], self.timeout_s) from None
 
     def close(self) -> None:
-        """Drops the copies (those no reader took, see `opening`): the queued ones never
-        start, one in flight stops at its next piece, and the folder goes now."""
-        with self._lock:
-            self._closed = True
-            dropped = [*self._queue, *self._ahead]
-            self._queue.clear()
-            self._ahead.clear()
-        for k in dropped:
-            dropped_error = self.store.read_failed(self.files[k], "its copies were dropped")
-            self._copies[k].set_exception(dropped_error)
+        """Drops the copies (those no reader took, see `opening`): the queued ones, and any
+        asked for later, never start (`_copy`), one in flight stops at its next piece, and
+        the folder goes now."""
+        self._closed = True
         if self._remover is not None:
             self._remover()
 
@@ -191,6 +182,9 @@ class ObjectCopies:
 
     def _copy(self, k: int, copy: Future) -> None:
         path = self.files[k]
+        if self._closed:  # its turn came after `close`: never started
+            copy.set_exception(self.store.read_failed(path, "its copies were dropped"))
+            return
         try:
             local = os.path.join(self.ensure_folder(), f"{k:05d}-{os.path.basename(path)}")
             self._progress = time.monotonic()
@@ -203,13 +197,11 @@ class ObjectCopies:
                     if os.path.exists(partial):
                         os.remove(partial)
             copy.set_result(local if self.opener is None else self.opener(local))
-        except OSError as error:
-            if error.errno == errno.ENOSPC:
+        except BaseException as error:  # noqa: BLE001  (raised in the readers)
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC:
                 copy.set_exception(self.store.no_room(path, self.folder or tempfile.gettempdir()))
             else:
                 copy.set_exception(self.store.read_failed(path, said_of(error)))
-        except BaseException as error:  # noqa: BLE001  (raised in the readers)
-            copy.set_exception(self.store.read_failed(path, said_of(error)))
 
 
 def remove_owned(folder: str, owner: int) -> None:
