@@ -144,7 +144,8 @@ class ObjectStore:
     TensorFlow reads it too (`tensorflow_reads`), and what its client is told when one
     object is copied whole (`get_options`) or uploaded whole (`put_options`). Publishing a
     build (`fast_tfds.building.publishing`) also needs the checksum the store computes of
-    an object's bytes (`stored_checksum`, `digest`: `checksum`, `local_checksum`).
+    an object's bytes (`checksum`), and the same checksum of a local file (`digest`:
+    `local_checksum`).
     """
 
     scheme: str  # 'gs': urls are gs://bucket/path
@@ -157,10 +158,11 @@ class ObjectStore:
     # A command that shows whether an object can be read from here (errors quote it), of
     # the object's {url}, or of its {bucket} (container) and {path} in it.
     check: str
-    # How an object's checksum is had (from its listing entry, or asked of the store;
-    # None where the store keeps none: a publisher then reads the object back), and the
-    # digest of a local file that gives the same checksum once it is uploaded.
-    stored_checksum: Callable[[ObjectStore, str, dict[str, Any]], str | None]
+    # The checksum the store computed of object `key`'s bytes, of (key, its entry in a
+    # detailed listing): from the entry, or asked of the store where the listing lacks
+    # it; None where the store keeps none (a publisher then reads the object back). And
+    # the digest of a local file that gives the same checksum once it is uploaded.
+    checksum: Callable[[str, dict[str, Any]], str | None]
     digest: Callable[[], Any] | None
     # Whether TensorFlow's own file systems read it (gs:// only: TensorFlow's S3 support
     # went to tensorflow-io, which does not load on TensorFlow 2.18+, and it never had
@@ -204,12 +206,6 @@ class ObjectStore:
         of each piece. Where the store computes a checksum only when asked at upload, this
         asks for the one `checksum` reads."""
         self.client().put_file(local, key, callback=callback, **self.put_options)
-
-    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
-        """The checksum the store computed of object `key`'s bytes, from its entry in a
-        detailed listing (`entry`), or asked of the store where the listing lacks it;
-        None where the store keeps none (a publisher then reads the object back)."""
-        return self.stored_checksum(self, key, entry)
 
     def local_checksum(self, local: str) -> str | None:
         """What `checksum` would give of the local file `local` once uploaded (None where
@@ -285,22 +281,17 @@ def _crc32c() -> Any:
     return google_crc32c.Checksum()
 
 
-def _listed_crc32c(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
-    # GCS computes the CRC32C of every object it stores, and lists it (base64).
-    return entry.get("crc32c")
-
-
-def _asked_sha256(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+def _asked_sha256(key: str, entry: dict[str, Any]) -> str | None:
     # S3 keeps a SHA-256 of an object only when asked for one at its upload, and a listing
     # does not carry it: one HEAD that asks for it. An object uploaded in parts has a
     # checksum of its parts' checksums ("...-N"), not the file's.
     bucket, _, path = key.partition("/")
-    head = store.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
+    head = S3.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
     value = head.get("ChecksumSHA256")
     return value if value and "-" not in value else None
 
 
-def _listed_md5(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+def _listed_md5(key: str, entry: dict[str, Any]) -> str | None:
     # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
     # single-put size); a blob put in blocks has none.
     md5 = (entry.get("content_settings") or {}).get("content_md5")
@@ -319,7 +310,8 @@ GCS = ObjectStore(
     extra="gcs",
     content=("generation", "crc32c"),
     check="gcloud storage ls -l {url}",
-    stored_checksum=_listed_crc32c,
+    # GCS computes the CRC32C of every object it stores, and lists it (base64).
+    checksum=lambda key, entry: entry.get("crc32c"),
     digest=_crc32c,
     tensorflow_reads=True,
     noun="bucket",
@@ -335,7 +327,7 @@ S3 = ObjectStore(
     extra="s3",
     content=("ETag",),
     check="aws s3 ls {url}",
-    stored_checksum=_asked_sha256,
+    checksum=_asked_sha256,
     digest=hashlib.sha256,
     put_options={"ChecksumAlgorithm": "SHA256"},
 )
@@ -348,7 +340,7 @@ AZURE = ObjectStore(
     extra="azure",
     content=("etag",),
     check="az storage blob list --container-name {bucket} --prefix {path}",
-    stored_checksum=_listed_md5,
+    checksum=_listed_md5,
     digest=hashlib.md5,
     put_options={"overwrite": True},
 )
