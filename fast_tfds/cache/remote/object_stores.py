@@ -116,20 +116,14 @@ def waited(result: Future, timeout: float, progress: Callable[[], float] | None 
 
 
 def transferred(piece: Callable[[], None]) -> Any:
-    """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as each
-    piece of the transfer goes through (what a wait bounded without progress watches: a
-    shard's copy, `copies`; an upload, `within`); `piece` may raise to stop the transfer
-    (the client stops at its next piece). fsspec comes with TFDS; imported here, on use."""
+    """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as the
+    transfer starts (its size is set) and as each piece of it goes through (what a wait
+    bounded without progress watches: a shard's copy, `copies`; an upload, `within`);
+    `piece` may raise to stop the transfer (the client stops at its next piece). fsspec
+    comes with TFDS; imported here, on use."""
     from fsspec.callbacks import Callback
 
-    class Transferred(Callback):
-        def relative_update(self, inc=1):
-            piece()
-
-        def absolute_update(self, value):
-            piece()
-
-    return Transferred()
+    return Callback(hooks={"piece": lambda size, value: piece()})
 
 
 @dataclasses.dataclass(frozen=True)
