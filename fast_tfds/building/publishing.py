@@ -34,7 +34,7 @@ from typing import Any
 from fast_tfds.building.errors import BuildError
 from fast_tfds.building.parallel import ordered_thread_map
 from fast_tfds.cache.remote.object_stores import (
-    STORES,
+    SCHEMES,
     TIMEOUT_ENV,
     NoAnswer,
     ObjectStore,
@@ -174,13 +174,12 @@ def _store(url: str) -> ObjectStore:
     if other is not None:  # s3a://, abfs://, ...: the name the readers read it by
         raise PublishError(f"{url}: {other[1]}; publish to {other[0]}")
     store = store_of(url)
-    known = ", ".join(f"{s}://" for s in STORES)
     if store is None and is_remote(url):
         scheme = url.split("://", 1)[0]
-        raise PublishError(f"{url}: no store here publishes to {scheme}://, only to {known}")
+        raise PublishError(f"{url}: no store here publishes to {scheme}://, only to {SCHEMES}")
     if store is None:
         raise PublishError(
-            f"{url}: publishing writes to an object store ({known}); to copy a build to a "
+            f"{url}: publishing writes to an object store ({SCHEMES}); to copy a build to a "
             "local or mounted folder, copy its version folder with its NAME/CONFIG/VERSION"
         )
     if not store.installed():

@@ -339,6 +339,7 @@ AZURE = ObjectStore(
     put_options={"overwrite": True},
 )
 STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS, S3, AZURE)}
+SCHEMES = ", ".join(f"{scheme}://" for scheme in STORES)  # what messages say is read
 
 
 def is_remote(path: str) -> bool:
@@ -360,8 +361,7 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
     store = store_of(folder)
     if store is None:
         scheme = folder.split("://", 1)[0]
-        known = ", ".join(f"{s}://" for s in STORES)
-        raise NotKeyed(f"{scheme}:// objects have no metadata a key can use, only {known} ones")
+        raise NotKeyed(f"{scheme}:// objects have no metadata a key can use, only {SCHEMES} ones")
     if not store.installed():
         raise NotKeyed(f"reading the objects' metadata needs {store.package} ({store.install})")
     folder = folder.rstrip("/")
