@@ -33,6 +33,7 @@ from typing import Any
 
 from fast_tfds.building.errors import BuildError
 from fast_tfds.building.parallel import ordered_thread_map
+from fast_tfds.cache.remote.copies import INFO, SHARD
 from fast_tfds.cache.remote.object_stores import (
     SCHEMES,
     TIMEOUT_ENV,
@@ -45,7 +46,6 @@ from fast_tfds.cache.remote.object_stores import (
     transferred,
     within,
 )
-from fast_tfds.cache.remote.opening import INFO, SHARD
 from fast_tfds.core.builder_lookup import store_name
 
 # Uploads in flight at once (and local files checksummed at once): each is mostly

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from fast_tfds.cache.remote import object_stores, opening
+from fast_tfds.cache.remote import copies, object_stores
 from fast_tfds.cache.remote.object_stores import (
     NotKeyed,
     ObjectStore,
@@ -77,10 +77,10 @@ def test_a_bad_read_timeout_is_the_same_one_line_on_every_path(monkeypatch, list
     with pytest.raises(ValueError, match=message):
         fingerprints(FOLDER, lambda name: True)
     with pytest.raises(ValueError, match=message):
-        with opening.opening(FOLDER, "ds", "train", "tfrecord"):
+        with copies.opening(FOLDER, "ds", "train", "tfrecord"):
             pass
     with pytest.raises(ValueError, match=message):
-        opening.copies(FILES, without="are read otherwise")
+        copies.reader_copies(FILES, without="are read otherwise")
 
 
 def test_fingerprints_are_each_objects_size_generation_and_crc32c(listed):
