@@ -67,7 +67,6 @@ import bisect
 import collections
 import contextlib
 import contextvars
-import dataclasses
 import errno
 import itertools
 import logging
@@ -105,7 +104,7 @@ class CopiesClosed(Exception):
 
 
 class ObjectCopies:
-    """Local copies of `files` (urls of objects in one store), made on demand: `start(k)`
+    """Local copies of `files` (urls of objects in `store`), made on demand: `start(k)`
     asks for file k's copy (at once, or after those asked for before it), `wait(k)` gives
     its local path (or what `opener(path)` made of it, in the copying thread) once it is
     there, or raises `BucketReadError` within the bounded time.
@@ -117,15 +116,13 @@ class ObjectCopies:
 
     def __init__(
         self,
+        store: ObjectStore,
         files,
         timeout_s: float,
         opener: Callable[[str], Any] | None = None,
     ):
-        self.files = tuple(files)
-        store = store_of(self.files[0]) if self.files else None
-        if store is None:
-            raise ValueError(f"no object store here holds {self.files[:1]}")
         self.store = store
+        self.files = tuple(files)
         self.timeout_s = timeout_s
         self.opener = opener
         self.folder: str | None = None
@@ -284,15 +281,11 @@ class ShardCopies:
         self.counts = tuple(int(c) for c in counts)
         self.ends = tuple(itertools.accumulate(self.counts))
 
-    @property
-    def folder(self) -> str | None:
-        return self.copies.folder
-
     def __len__(self) -> int:
         return self.ends[-1] if self.ends else 0
 
     def __repr__(self) -> str:
-        return f"ShardCopies({len(self.copies.files)} objects, folder={self.folder!r})"
+        return f"ShardCopies({len(self.copies.files)} objects, folder={self.copies.folder!r})"
 
     def __getitem__(self, key):
         return self.__getitems__([key])[0]
@@ -318,8 +311,11 @@ class ShardCopies:
 
 log = logging.getLogger("fast_tfds")
 
-# The opening under way in this thread (the reader takes its copies in the same call).
-_OPENING: contextvars.ContextVar[_Opening | None] = contextvars.ContextVar(
+# The copies ahead of the opening under way in this thread (the reader takes them in the
+# same call): a Future of the `ObjectCopies` of the split's shard objects (None where the
+# listing names none), made in a background thread while the builder loads; None once a
+# reader took them.
+_OPENING: contextvars.ContextVar[Future | None] = contextvars.ContextVar(
     "fast_tfds_opening_copies", default=None
 )
 # What `reader_copies` has told this process it cannot copy (once per reader's way round it).
@@ -338,17 +334,6 @@ def shard_objects(names, dataset: str, split: str, file_format: str) -> list[str
     if len(totals) != 1 or sorted(int(m[1]) for m, _ in found) != list(range(totals.pop())):
         return []
     return [n for _, n in sorted(found, key=lambda f: int(f[0][1]))]
-
-
-@dataclasses.dataclass
-class _Opening:
-    """One opening's copies ahead: `ahead`, a Future of the `ObjectCopies` of the split's
-    shard objects (None where the listing names none), made in a background thread while
-    the builder loads, and whether a reader took them."""
-
-    ahead: Future
-    timeout_s: float
-    taken: bool = False
 
 
 @contextlib.contextmanager
@@ -378,22 +363,22 @@ def opening(
         names = shard_objects(store.listing(folder), dataset, str(split), file_format)
         if not names or ended.is_set():
             return None
-        copies = ObjectCopies([f"{folder}/{n}" for n in names], timeout, opener)
+        copies = ObjectCopies(store, [f"{folder}/{n}" for n in names], timeout, opener)
         copies.ensure_folder()  # there once the reader has taken them
         for k in range(len(names)):
             copies.start(k, ahead=True)
         return copies
 
-    started = _Opening(in_thread(ahead, "fast_tfds-opening-copies"), timeout)
+    started = in_thread(ahead, "fast_tfds-opening-copies")
     token = _OPENING.set(started)
     failed = True
     try:
         yield
         failed = False
     finally:
+        keep = _OPENING.get() is None and not failed  # taken (`take`), and not failed
         _OPENING.reset(token)
         ended.set()
-        keep = started.taken and not failed
 
         def drop(ahead: Future) -> None:
             # Once the copies are made (now, or when the listing ends): those no reader
@@ -402,7 +387,7 @@ def opening(
             if not keep and not ahead.exception() and ahead.result() is not None:
                 ahead.result().close()
 
-        started.ahead.add_done_callback(drop)
+        started.add_done_callback(drop)
 
 
 def take(files) -> ObjectCopies | None:
@@ -410,19 +395,21 @@ def take(files) -> ObjectCopies | None:
     way in this thread, now the caller's to keep (and close with its reader); None where
     there are none."""
     started = _OPENING.get()
-    if started is None or started.taken:
+    if started is None:
         return None
     # The listing is one request, which the builder's loading (several, after etils'
     # check) has covered; where it has not, the copies ahead are worth the wait. A
     # bucket that gives it nothing in the read timeout would not give the reader's own
     # copies anything either.
     try:
-        copies = waited(started.ahead, started.timeout_s)
+        copies = waited(started, timeout_s())
     except Exception as error:  # noqa: BLE001  (the reader makes its own copies)
         log.debug("fast_tfds: no shard copies ahead for %s: %r", files[:1], error)
         return None
-    started.taken = copies is not None and copies.files == tuple(files)
-    return copies if started.taken else None
+    if copies is None or copies.files != tuple(files):
+        return None
+    _OPENING.set(None)  # taken: the opening leaves them to the reader
+    return copies
 
 
 def reader_copies(
@@ -448,7 +435,7 @@ def reader_copies(
                 store.install,
             )
         return None
-    return take(files) or ObjectCopies(files, timeout_s(), opener=opener)
+    return take(files) or ObjectCopies(store, files, timeout_s(), opener=opener)
 
 
 # The shard files of a version folder, as TFDS names them
