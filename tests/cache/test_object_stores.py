@@ -118,3 +118,14 @@ def test_s3_and_azure_fingerprints_are_each_objects_size_and_etag():
     assert STORES["az"].fingerprint("az://c/k", az) == ["az://c/k", 2, "0x26AF1D6409EF220"]
     with pytest.raises(NotKeyed, match=r"^the store gave no ETag or size for s3://b/k$"):
         STORES["s3"].fingerprint("s3://b/k", {"name": "b/k", "size": 3})
+
+
+def test_every_stores_row_pickles_as_itself():
+    """The loader's worker processes get the copies of a split's shards pickled, their
+    store's row with them (its checksum and digest included)."""
+    import pickle
+
+    from fast_tfds.cache.remote.object_stores import STORES
+
+    for store in STORES.values():
+        assert pickle.loads(pickle.dumps(store)) == store

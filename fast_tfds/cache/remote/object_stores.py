@@ -275,6 +275,11 @@ def _crc32c() -> Any:
     return google_crc32c.Checksum()
 
 
+def _listed_crc32c(key: str, entry: dict[str, Any]) -> str | None:
+    # GCS computes the CRC32C of every object it stores, and lists it (base64).
+    return entry.get("crc32c")
+
+
 def _asked_sha256(key: str, entry: dict[str, Any]) -> str | None:
     # S3 keeps a SHA-256 of an object only when asked for one at its upload, and a listing
     # does not carry it: one HEAD that asks for it. An object uploaded in parts has a
@@ -304,8 +309,7 @@ GCS = ObjectStore(
     extra="gcs",
     content=("generation", "crc32c"),
     check="gcloud storage ls -l {url}",
-    # GCS computes the CRC32C of every object it stores, and lists it (base64).
-    checksum=lambda key, entry: entry.get("crc32c"),
+    checksum=_listed_crc32c,
     digest=_crc32c,
     tensorflow_reads=True,
     noun="bucket",
