@@ -311,6 +311,14 @@ class ShardCopies:
 
 log = logging.getLogger("fast_tfds")
 
+# The shard files of a version folder, as TFDS names them (`PREFIX-00003-of-00016`, the
+# prefix `NAME-SPLIT.FORMAT` its group 1; five digits each, so that the names sort in
+# shard order): every other file is metadata that TFDS may read to open the build
+# (features.json, *.labels.txt, metadata.json, ...), copied for the builder.
+SHARD = re.compile(r"(.+)-\d{5}-of-\d{5}")
+INFO = "dataset_info.json"  # a build is published once this is there
+PREFIX = "fast_tfds-metadata-"
+
 # The copies ahead of the opening under way in this thread (the reader takes them in the
 # same call): a Future of the `ObjectCopies` of the split's shard objects (None where the
 # listing names none), made in a background thread while the builder loads; None once a
@@ -324,16 +332,12 @@ _TOLD: set[str] = set()
 
 def shard_objects(names, dataset: str, split: str, file_format: str) -> list[str]:
     """The names among `names` of the shards of `split`, in shard order, as TFDS's default
-    template names them (`dataset-split.format-00000-of-00016`); [] unless every shard of
-    one such set is there, and nothing else of the split."""
-    pattern = re.compile(
-        rf"{re.escape(dataset)}-{re.escape(split)}\.{re.escape(file_format)}-(\d+)-of-(\d+)"
-    )
-    found = [(m, n) for n in names if (m := pattern.fullmatch(n))]
-    totals = {int(m[2]) for m, _ in found}
-    if len(totals) != 1 or sorted(int(m[1]) for m, _ in found) != list(range(totals.pop())):
-        return []
-    return [n for _, n in sorted(found, key=lambda f: int(f[0][1]))]
+    template names them (`SHARD`: `dataset-split.format-00000-of-00016`); [] unless every
+    shard of one such set is there, and nothing else of the split."""
+    prefix = f"{dataset}-{split}.{file_format}"
+    shards = sorted(n for n in names if (m := SHARD.fullmatch(n)) and m[1] == prefix)
+    whole = [f"{prefix}-{k:05d}-of-{len(shards):05d}" for k in range(len(shards))]
+    return shards if shards == whole else []
 
 
 @contextlib.contextmanager
@@ -436,14 +440,6 @@ def reader_copies(
             )
         return None
     return take(files) or ObjectCopies(store, files, timeout_s(), opener=opener)
-
-
-# The shard files of a version folder, as TFDS names them
-# (`NAME-SPLIT.FORMAT-00003-of-00016`): every other file is metadata that TFDS may read to
-# open the build (features.json, *.labels.txt, metadata.json, ...), copied here.
-SHARD = re.compile(r".+-\d{5}-of-\d{5}")
-INFO = "dataset_info.json"  # a build is published once this is there
-PREFIX = "fast_tfds-metadata-"
 
 
 class NotPublished(FileNotFoundError):
