@@ -311,9 +311,9 @@ class ShardCopies:
 
 log = logging.getLogger("fast_tfds")
 
-# The shard files of a version folder, as TFDS names them (`PREFIX-00003-of-00016`, the
-# prefix `NAME-SPLIT.FORMAT` its group 1; five digits each, so that the names sort in
-# shard order): every other file is metadata that TFDS may read to open the build
+# The shard files of a version folder, as TFDS names them (`NAME-SPLIT.FORMAT-00003-of-
+# 00016`, group 1 the part before the numbers; five digits each, so that the names sort
+# in shard order): every other file is metadata that TFDS may read to open the build
 # (features.json, *.labels.txt, metadata.json, ...), copied for the builder.
 SHARD = re.compile(r"(.+)-\d{5}-of-\d{5}")
 INFO = "dataset_info.json"  # a build is published once this is there
