@@ -90,10 +90,10 @@ def publish(
     names = sorted(e.name for e in os.scandir(folder) if e.is_file())
     target = destination(url, info)
     store = _store(target)
-    states = ordered_thread_map(
-        lambda n: _local_state(store, os.path.join(folder, n)), names, workers=PARALLEL_UPLOADS
-    )
-    local = dict(zip(names, states, strict=True))
+    # Each file's (size, the store's checksum of it), the checksums a few at a time.
+    paths = [os.path.join(folder, n) for n in names]
+    sums = ordered_thread_map(store.local_checksum, paths, workers=PARALLEL_UPLOADS)
+    local = {n: (os.path.getsize(p), c) for n, p, c in zip(names, paths, sums, strict=True)}
 
     def listed() -> dict[str, dict[str, Any]]:
         with contextlib.suppress(FileNotFoundError):
@@ -187,11 +187,6 @@ def _store(url: str) -> ObjectStore:
             f"{url}: publishing to {store.scheme}:// needs {store.package}; run `{store.install}`"
         )
     return store
-
-
-def _local_state(store: ObjectStore, path: str) -> tuple[int, str | None]:
-    """(size, the store's checksum of it) of a local file."""
-    return os.path.getsize(path), store.local_checksum(path)
 
 
 def _holds(
