@@ -43,7 +43,6 @@ from fast_tfds.cache.remote.object_stores import (
     said_of,
     store_of,
     timeout_s,
-    transferred,
     within,
 )
 from fast_tfds.core.builder_lookup import store_name
@@ -227,7 +226,7 @@ def _upload(
         last[0] = time.monotonic()
 
     def put() -> None:
-        store.put_file(path, key, transferred(piece))
+        store.put_file(path, key, piece)
 
     _asked(store, put, f"uploading {url}", url, refused="the write", progress=lambda: last[0])
 

@@ -88,7 +88,6 @@ from fast_tfds.cache.remote.object_stores import (
     said_of,
     store_of,
     timeout_s,
-    transferred,
     waited,
     within,
 )
@@ -220,7 +219,7 @@ class ObjectCopies:
             remove_owned(self.folder, self._owner)
 
     def _piece(self) -> None:
-        """A piece of a copy arrived: progress (`transferred`, the download's callback)."""
+        """A piece of a copy arrived: progress (`ObjectStore.get_file`'s `piece`)."""
         if self._closed:
             raise CopiesClosed("dropped")  # the client stops the download here
         self._progress = time.monotonic()
@@ -236,7 +235,7 @@ class ObjectCopies:
             if not os.path.exists(local):  # another process's copy, complete
                 partial = f"{local}.{os.getpid()}.{threading.get_ident()}.partial"
                 try:
-                    self.store.get_file(self.store.key(path), partial, transferred(self._piece))
+                    self.store.get_file(self.store.key(path), partial, self._piece)
                     os.replace(partial, local)
                 finally:
                     if os.path.exists(partial):

@@ -102,7 +102,7 @@ def in_thread(call: Callable[[], T], name: str) -> Future:
 def waited(result: Future, timeout: float, progress: Callable[[], float] | None = None) -> Any:
     """`result`'s result or its error once it is there, else `NoAnswer` after `timeout`
     seconds; where `progress()` gives the time (monotonic) of the last progress towards it
-    (a transfer's last piece, `transferred`), `timeout` seconds without progress: a long
+    (a transfer's last piece, `get_file`, `put_file`), `timeout` seconds without progress: a long
     transfer whose pieces keep coming is waited for. The one bounded wait of every call
     into a store (`within`) and of every wait for a shard's copy (`copies`)."""
     started = time.monotonic()
@@ -115,7 +115,7 @@ def waited(result: Future, timeout: float, progress: Callable[[], float] | None 
     return result.result()
 
 
-def transferred(piece: Callable[[], None]) -> Any:
+def _transferred(piece: Callable[[], None]) -> Any:
     """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as the
     transfer starts (its size is set) and as each piece of it goes through (what a wait
     bounded without progress watches: a shard's copy, `copies`; an upload, `within`);
@@ -189,17 +189,18 @@ class ObjectStore:
         bucket, _, path = self.key(url).partition("/")
         return self.check.format(url=url, bucket=bucket, path=path)
 
-    def get_file(self, key: str, local: str, callback: Any) -> None:
+    def get_file(self, key: str, local: str, piece: Callable[[], None]) -> None:
         """Object `key` (its url without the scheme) copied whole to the local file
-        `local`, in one streamed request; fsspec's `callback` is told of each piece."""
-        self.client().get_file(key, local, callback=callback, **self.get_options)
+        `local`, in one streamed request; `piece()` is called as each piece arrives
+        (`_transferred`)."""
+        self.client().get_file(key, local, callback=_transferred(piece), **self.get_options)
 
-    def put_file(self, local: str, key: str, callback: Any) -> None:
+    def put_file(self, local: str, key: str, piece: Callable[[], None]) -> None:
         """The local file `local` uploaded whole as object `key`, replacing any: a reader
-        sees the old object or the new one, never part of one; fsspec's `callback` is told
-        of each piece. Where the store computes a checksum only when asked at upload, this
-        asks for the one `checksum` reads."""
-        self.client().put_file(local, key, callback=callback, **self.put_options)
+        sees the old object or the new one, never part of one; `piece()` is called as each
+        piece goes (`_transferred`). Where the store computes a checksum only when asked
+        at upload, this asks for the one `checksum` reads."""
+        self.client().put_file(local, key, callback=_transferred(piece), **self.put_options)
 
     def local_checksum(self, local: str) -> str | None:
         """What `checksum` would give of the local file `local` once uploaded (None where
