@@ -33,8 +33,9 @@ from typing import Any
 
 from fast_tfds.building.errors import BuildError
 from fast_tfds.building.parallel import ordered_thread_map
+from fast_tfds.cache.remote.copies import INFO, SHARD
 from fast_tfds.cache.remote.object_stores import (
-    STORES,
+    SCHEMES,
     TIMEOUT_ENV,
     NoAnswer,
     ObjectStore,
@@ -42,10 +43,8 @@ from fast_tfds.cache.remote.object_stores import (
     said_of,
     store_of,
     timeout_s,
-    transferred,
     within,
 )
-from fast_tfds.cache.remote.opening import INFO, SHARD
 from fast_tfds.core.builder_lookup import store_name
 
 # Uploads in flight at once (and local files checksummed at once): each is mostly
@@ -90,10 +89,10 @@ def publish(
     names = sorted(e.name for e in os.scandir(folder) if e.is_file())
     target = destination(url, info)
     store = _store(target)
-    states = ordered_thread_map(
-        lambda n: _local_state(store, os.path.join(folder, n)), names, workers=PARALLEL_UPLOADS
-    )
-    local = dict(zip(names, states, strict=True))
+    # Each file's (size, the store's checksum of it), the checksums a few at a time.
+    paths = [os.path.join(folder, n) for n in names]
+    sums = ordered_thread_map(store.local_checksum, paths, workers=PARALLEL_UPLOADS)
+    local = {n: (os.path.getsize(p), c) for n, p, c in zip(names, paths, sums, strict=True)}
 
     def listed() -> dict[str, dict[str, Any]]:
         with contextlib.suppress(FileNotFoundError):
@@ -174,13 +173,12 @@ def _store(url: str) -> ObjectStore:
     if other is not None:  # s3a://, abfs://, ...: the name the readers read it by
         raise PublishError(f"{url}: {other[1]}; publish to {other[0]}")
     store = store_of(url)
-    known = ", ".join(f"{s}://" for s in STORES)
     if store is None and is_remote(url):
         scheme = url.split("://", 1)[0]
-        raise PublishError(f"{url}: no store here publishes to {scheme}://, only to {known}")
+        raise PublishError(f"{url}: no store here publishes to {scheme}://, only to {SCHEMES}")
     if store is None:
         raise PublishError(
-            f"{url}: publishing writes to an object store ({known}); to copy a build to a "
+            f"{url}: publishing writes to an object store ({SCHEMES}); to copy a build to a "
             "local or mounted folder, copy its version folder with its NAME/CONFIG/VERSION"
         )
     if not store.installed():
@@ -188,11 +186,6 @@ def _store(url: str) -> ObjectStore:
             f"{url}: publishing to {store.scheme}:// needs {store.package}; run `{store.install}`"
         )
     return store
-
-
-def _local_state(store: ObjectStore, path: str) -> tuple[int, str | None]:
-    """(size, the store's checksum of it) of a local file."""
-    return os.path.getsize(path), store.local_checksum(path)
 
 
 def _holds(
@@ -233,7 +226,7 @@ def _upload(
         last[0] = time.monotonic()
 
     def put() -> None:
-        store.put_file(path, key, transferred(piece))
+        store.put_file(path, key, piece)
 
     _asked(store, put, f"uploading {url}", url, refused="the write", progress=lambda: last[0])
 

@@ -45,7 +45,7 @@ def load_builder(
       file_format: what a build writes ('array_record' for the Grain loader);
         None for TFDS's default (TFRecord).
       copy_metadata: how a version folder in an object store is read (the readers pass
-        `fast_tfds.cache.remote.opening.copy_metadata`; `core` imports nothing of
+        `fast_tfds.cache.remote.copies.copy_metadata`; `core` imports nothing of
         `cache`): its metadata copied to a local folder, which it gives, or None where
         TFDS reads the folder itself; FileNotFoundError where the folder holds no build.
     """

@@ -21,7 +21,7 @@ import os  # noqa: E402
 import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.augment import progressive  # noqa: E402
-from fast_tfds.cache.remote import opening  # noqa: E402
+from fast_tfds.cache.remote import copies  # noqa: E402
 from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import (  # noqa: E402
     DatasetNotBuilt,
@@ -83,14 +83,14 @@ def as_fast_loader(
     )
     options = (options or LoaderOptions()).replace(**keywords)
     # A build in a bucket: its shards' copies start while the builder loads
-    # (`cache.remote.opening`), unless a persisted cache may hold the split already. Every
+    # (`cache.remote.copies.opening`), unless a persisted cache may hold the split already. Every
     # epoch reads every shard: a shard_count takes every shard_count-th record.
     folder = None
     if not options.persist:
         folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
     if folder is not None and "://" in folder:
         check_emulator_settings(folder)  # before any request, the copies' included
-    with opening.opening(folder, name, split, ARRAY_RECORD.value, opener=open_reader):
+    with copies.opening(folder, name, split, ARRAY_RECORD.value, opener=open_reader):
         builder = load_builder(
             name,
             data_dir=data_dir,
@@ -99,7 +99,7 @@ def as_fast_loader(
             download_and_prepare=download_and_prepare,
             download_config=download_config,
             file_format="array_record",
-            copy_metadata=opening.copy_metadata,
+            copy_metadata=copies.copy_metadata,
         )
         source = split_source(builder, split)
         hook.check(builder.info.features, settings)

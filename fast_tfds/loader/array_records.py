@@ -20,8 +20,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import file_adapters
 
-from fast_tfds.cache.remote import opening
-from fast_tfds.cache.remote.copies import ShardCopies
+from fast_tfds.cache.remote.copies import ShardCopies, reader_copies
 from fast_tfds.cache.remote.object_stores import ObjectStore, store_of, timeout_s, within
 from fast_tfds.core import sizes, splits
 
@@ -155,7 +154,7 @@ def split_source(builder: tfds.core.DatasetBuilder, split: str) -> SplitSource:
         counts = tuple(int(fi.take) for fi in selected.file_instructions)
         skips = tuple(int(fi.skip) for fi in selected.file_instructions)
         without = "are read one record per request"
-        copies = opening.copies(files, opener=open_reader, without=without)
+        copies = reader_copies(files, opener=open_reader, without=without)
         if copies is not None:
             records = ShardCopies(copies, skips, counts)
         else:

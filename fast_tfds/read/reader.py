@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache.remote import opening
+from fast_tfds.cache.remote import copies
 from fast_tfds.core import dataset_hooks
 from fast_tfds.core.builder_lookup import load_builder, version_folder
 from fast_tfds.read import plans
@@ -47,11 +47,11 @@ def as_fast_dataset(
       **options: the fields of `ReadOptions`, which documents each one.
     """
     # A build in a bucket: its shards' copies start while the builder loads, for a read
-    # that surely reads them all (`cache.remote.opening`).
+    # that surely reads them all (`cache.remote.copies.opening`).
     folder = None
     if _reads_every_shard(options):
         folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
-    with opening.opening(folder, name, split, "tfrecord"):
+    with copies.opening(folder, name, split, "tfrecord"):
         builder = load_builder(
             name,
             data_dir=data_dir,
@@ -59,7 +59,7 @@ def as_fast_dataset(
             builder_dir=builder_dir,
             download_and_prepare=download_and_prepare,
             download_config=download_config,
-            copy_metadata=opening.copy_metadata,
+            copy_metadata=copies.copy_metadata,
         )
         return _read_with_hook(name, builder, split, options)
 

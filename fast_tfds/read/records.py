@@ -18,8 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from fast_tfds.cache.remote import opening
-from fast_tfds.cache.remote.copies import ObjectCopies
+from fast_tfds.cache.remote.copies import ObjectCopies, reader_copies
 from fast_tfds.cache.remote.object_stores import BucketReadError
 from fast_tfds.core import splits
 
@@ -142,7 +141,7 @@ def shard_copies(instructions) -> ObjectCopies | None:
     the process ends, so that every epoch that reads the shards reads local files; they
     need the shards' size free under TMPDIR."""
     files = [os.fspath(fi.filename) for fi in instructions]
-    return opening.copies(files, without="are read through TensorFlow's GCS client (more CPU)")
+    return reader_copies(files, without="are read through TensorFlow's GCS client (more CPU)")
 
 
 # The numpy functions below hold their copies by a weak reference: TensorFlow keeps

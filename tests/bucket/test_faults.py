@@ -291,7 +291,7 @@ def test_a_listing_with_no_answer_in_time_caches_in_memory_with_one_line(
 
 # An opening that fails: a build not in the bucket (at once, as before), or a read whose
 # options are refused once the builder is loaded, when its shards' copies have started
-# (`cache.remote.opening`). Then the child waits, bounded, for the copying threads to end and
+# (`cache.remote.copies.opening`). Then the child waits, bounded, for the copying threads to end and
 # the copies' folder to go, and says what is left: nothing may go on copying for an
 # opening that failed.
 OPENING_FAILS = """

@@ -149,7 +149,7 @@ def test_as_fast_dataset_reads_whole_shard_copies_removed_with_the_dataset(
     """A streamed read (cache=False) of two shuffled epochs from a store asks it for
     each shard object once (TensorFlow's client would read every shard in each epoch),
     from copies in a temporary folder under TMPDIR that is there when the dataset is made
-    (the copies start while the builder loads: `cache.remote.opening`), the same one the epochs
+    (the copies start while the builder loads: `copies.opening`), the same one the epochs
     read, and goes when the dataset does."""
     store.proxy.reset()
     tmp = tmp_path / "tmp"

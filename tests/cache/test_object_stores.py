@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from fast_tfds.cache.remote import object_stores, opening
+from fast_tfds.cache.remote import copies, object_stores
 from fast_tfds.cache.remote.object_stores import (
     NotKeyed,
     ObjectStore,
@@ -77,10 +77,10 @@ def test_a_bad_read_timeout_is_the_same_one_line_on_every_path(monkeypatch, list
     with pytest.raises(ValueError, match=message):
         fingerprints(FOLDER, lambda name: True)
     with pytest.raises(ValueError, match=message):
-        with opening.opening(FOLDER, "ds", "train", "tfrecord"):
+        with copies.opening(FOLDER, "ds", "train", "tfrecord"):
             pass
     with pytest.raises(ValueError, match=message):
-        opening.copies(FILES, without="are read otherwise")
+        copies.reader_copies(FILES, without="are read otherwise")
 
 
 def test_fingerprints_are_each_objects_size_generation_and_crc32c(listed):
@@ -118,3 +118,14 @@ def test_s3_and_azure_fingerprints_are_each_objects_size_and_etag():
     assert STORES["az"].fingerprint("az://c/k", az) == ["az://c/k", 2, "0x26AF1D6409EF220"]
     with pytest.raises(NotKeyed, match=r"^the store gave no ETag or size for s3://b/k$"):
         STORES["s3"].fingerprint("s3://b/k", {"name": "b/k", "size": 3})
+
+
+def test_every_stores_row_pickles_as_itself():
+    """The loader's worker processes get the copies of a split's shards pickled, their
+    store's row with them (its checksum and digest included)."""
+    import pickle
+
+    from fast_tfds.cache.remote.object_stores import STORES
+
+    for store in STORES.values():
+        assert pickle.loads(pickle.dumps(store)) == store

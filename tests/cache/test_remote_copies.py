@@ -14,7 +14,7 @@ import pytest
 
 from fast_tfds.cache.remote import copies as remote_copies
 from fast_tfds.cache.remote.copies import ObjectCopies
-from fast_tfds.cache.remote.object_stores import BucketReadError, ObjectStore
+from fast_tfds.cache.remote.object_stores import GCS, BucketReadError, ObjectStore
 
 # Every wait here is bounded; generous, for a busy machine.
 WAIT_S = 60
@@ -80,7 +80,7 @@ def name(k: int) -> str:
 
 def test_copies_run_in_the_order_asked_for(bucket, monkeypatch):
     monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 1)
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S)
     order = [3, 1, 4, 0, 5, 2]
     for k in order:
         copies.start(k)
@@ -96,7 +96,7 @@ def test_copies_run_in_the_order_asked_for(bucket, monkeypatch):
 def test_at_most_parallel_copies_run_at_a_time(bucket, monkeypatch):
     monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 2)
     bucket.released = False
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S)
     for k in range(len(FILES)):
         copies.start(k)
     deadline = time.monotonic() + WAIT_S
@@ -113,7 +113,7 @@ def test_at_most_parallel_copies_run_at_a_time(bucket, monkeypatch):
 
 def test_a_copy_that_gets_nothing_ends_the_wait_with_one_line(bucket):
     bucket.released = False
-    copies = ObjectCopies(FILES, timeout_s=0.5)
+    copies = ObjectCopies(GCS, FILES, timeout_s=0.5)
     with pytest.raises(BucketReadError) as caught:
         copies.wait(2)
     message = str(caught.value)
@@ -131,7 +131,7 @@ def test_a_copy_that_gets_nothing_ends_the_wait_with_one_line(bucket):
 )
 def test_a_failed_copy_is_one_line_naming_the_object(bucket, error, says):
     bucket.errors[name(1)] = error
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S)
     with pytest.raises(BucketReadError) as caught:
         copies.wait(1)
     message = str(caught.value)
@@ -142,7 +142,7 @@ def test_a_failed_copy_is_one_line_naming_the_object(bucket, error, says):
 
 
 def test_the_folder_goes_with_the_copies(bucket):
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S, opener=os.path.getsize)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S, opener=os.path.getsize)
     assert copies.folder is None  # nothing made before a copy is asked for
     assert copies.wait(0) == len(name(0))  # what `opener` made of the copy
     folder = copies.folder
@@ -160,7 +160,7 @@ def test_copies_asked_for_ahead_wait_for_those_a_reader_asks_for(bucket, monkeyp
     for, and one a reader asks for moves to the reader's turn: the reader's order first."""
     monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 1)
     bucket.released = False
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S)
     for k in range(4):
         copies.start(k, ahead=True)
     deadline = time.monotonic() + WAIT_S
@@ -182,7 +182,7 @@ def test_closed_copies_stop_and_their_folder_goes(bucket, monkeypatch):
     copies in flight's files included."""
     monkeypatch.setattr(remote_copies, "PARALLEL_COPIES", 2)
     bucket.released = False
-    copies = ObjectCopies(FILES, timeout_s=WAIT_S)
+    copies = ObjectCopies(GCS, FILES, timeout_s=WAIT_S)
     for k in range(len(FILES)):
         copies.start(k, ahead=True)
     deadline = time.monotonic() + WAIT_S

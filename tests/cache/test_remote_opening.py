@@ -1,6 +1,6 @@
-"""`fast_tfds.cache.remote.opening` with a stand-in for gcsfs: which objects of a listing
-are a split's shards, the copies started ahead and taken by the reader of exactly those
-files, and dropped otherwise. (Both readers' openings from an emulated bucket are
+"""`opening` (`fast_tfds.cache.remote.copies`) with a stand-in for gcsfs: which objects of a
+listing are a split's shards, the copies started ahead and taken by the reader of exactly
+those files, and dropped otherwise. (Both readers' openings from an emulated bucket are
 tests/bucket's.)"""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from fast_tfds.cache.remote import opening
+from fast_tfds.cache.remote.copies import opening, shard_objects, take
 from fast_tfds.cache.remote.object_stores import ObjectStore
-from fast_tfds.cache.remote.opening import shard_objects
 from tests.cache.test_remote_copies import WAIT_S, FakeBucket
 
 FOLDER = "gs://bucket/data/ds/224/1.0.0"
@@ -66,23 +65,23 @@ def test_a_splits_shards_are_the_whole_set_in_shard_order():
 
 
 def test_the_reader_of_exactly_the_split_takes_the_copies_started_ahead(bucket):
-    with opening.opening(FOLDER, "ds", "train", "tfrecord"):
-        assert opening.take(FILES[:3]) is None  # other files: not these copies
-        copies = opening.take(FILES)
+    with opening(FOLDER, "ds", "train", "tfrecord"):
+        assert take(FILES[:3]) is None  # other files: not these copies
+        copies = take(FILES)
         assert copies is not None and copies.files == FILES
         assert os.path.isdir(copies.folder)  # started while the builder loaded
-        assert opening.take(FILES) is None  # taken once
+        assert take(FILES) is None  # taken once
     for k, name in enumerate(FILES):  # still the reader's after the opening
         assert open(copies.wait(k), "rb").read() == name.removeprefix("gs://").encode()
     assert sorted(bucket.started) == sorted(n.removeprefix("gs://") for n in FILES)
     assert bucket.listings == 1
-    assert opening.take(FILES) is None  # outside an opening
+    assert take(FILES) is None  # outside an opening
 
 
 def test_copies_no_reader_took_are_dropped_with_the_opening(bucket):
     bucket.released = False
-    with opening.opening(FOLDER, "ds", "train", "tfrecord"):
-        assert opening.take(FILES[1:]) is None  # listed by now: the copies are there
+    with opening(FOLDER, "ds", "train", "tfrecord"):
+        assert take(FILES[1:]) is None  # listed by now: the copies are there
         (folder,) = os.listdir(os.environ["TMPDIR"])
     for name in FILES:
         bucket.release(name.removeprefix("gs://"))
@@ -92,8 +91,8 @@ def test_copies_no_reader_took_are_dropped_with_the_opening(bucket):
 def test_an_opening_that_fails_drops_the_copies_its_reader_took(bucket):
     bucket.released = False
     with pytest.raises(ValueError, match="batch_size"):
-        with opening.opening(FOLDER, "ds", "train", "tfrecord"):
-            copies = opening.take(FILES)
+        with opening(FOLDER, "ds", "train", "tfrecord"):
+            copies = take(FILES)
             raise ValueError("batch_size=0: ...")  # what a reader's check raises
     for name in FILES:
         bucket.release(name.removeprefix("gs://"))
@@ -110,6 +109,6 @@ def test_an_opening_that_fails_drops_the_copies_its_reader_took(bucket):
     ],
 )
 def test_nothing_is_listed_for_a_slice_or_a_local_build(bucket, folder, split):
-    with opening.opening(folder, "ds", split, "tfrecord"):
-        assert opening.take(FILES) is None
+    with opening(folder, "ds", split, "tfrecord"):
+        assert take(FILES) is None
     assert bucket.listings == 0 and not bucket.started

@@ -7,7 +7,7 @@
   persistent cache's key holds, from one listing.
 - `copies`: shard objects copied whole to local files, a few at a time with a bounded
   wait (`ObjectCopies`), which the tf.data reader reads and the loader reads records
-  from at random (`ShardCopies`).
-- `opening`: the copies a reader reads, and those started while the builder loads.
-- `metadata`: a build's metadata copied to a local folder, which its builder loads from.
+  from at random (`ShardCopies`); the copies a reader reads, and those started while the
+  builder loads (`opening`); a build's metadata copied to a local folder, which its
+  builder loads from (`copy_metadata`).
 """

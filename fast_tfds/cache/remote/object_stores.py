@@ -24,6 +24,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 # How long a read from a bucket (a copy, a record, a listing), or an upload to it (`fast-tfds
@@ -73,53 +75,55 @@ def within(
     name: str,
     progress: Callable[[], float] | None = None,
 ) -> T:
-    """`call()`'s result or its error, in a daemon thread (`name`) waited for at most
-    `timeout` seconds, else `NoAnswer`; where `progress()` gives the time (monotonic) of
-    the call's last progress (a transfer's last piece, `transferred`), `timeout` seconds
-    without progress: a long transfer whose pieces keep coming is waited for. A client's
-    retries (and making the client: finding credentials) can each take minutes where the
-    bucket does not answer; the stuck thread is left to end on its own, and as a daemon
-    does not hold up the exit (a ThreadPoolExecutor's threads would: they are joined at
-    exit). A thread costs tens of microseconds; a request to a bucket, milliseconds."""
-    box: dict = {}
-    done = threading.Event()
-    started = time.monotonic()
+    """`call()`'s result or its error, run `in_thread` (`name`) and waited for as `waited`
+    says (`timeout` seconds, without progress where `progress` is given)."""
+    return waited(in_thread(call, name), timeout, progress)
+
+
+def in_thread(call: Callable[[], T], name: str) -> Future:
+    """`call()` started in a daemon thread (`name`): its result or its error, as a Future.
+    A client's retries (and making the client: finding credentials) can each take minutes
+    where the bucket does not answer; the stuck thread is left to end on its own, and as a
+    daemon does not hold up the exit (a ThreadPoolExecutor's threads would: they are
+    joined at exit). A thread costs tens of microseconds; a request to a bucket,
+    milliseconds."""
+    result: Future = Future()
 
     def run():
         try:
-            box["result"] = call()
-        except BaseException as error:  # noqa: BLE001  (re-raised in the caller)
-            box["error"] = error
-        finally:
-            done.set()
+            result.set_result(call())
+        except BaseException as error:  # noqa: BLE001  (re-raised by its waiter)
+            result.set_exception(error)
 
     threading.Thread(target=run, daemon=True, name=name).start()
-    while not done.is_set():
+    return result
+
+
+def waited(result: Future, timeout: float, progress: Callable[[], float] | None = None) -> Any:
+    """`result`'s result or its error once it is there, else `NoAnswer` after `timeout`
+    seconds; where `progress()` gives the time (monotonic) of the last progress towards it
+    (a transfer's last piece, `get_file`, `put_file`), `timeout` seconds without progress: a long
+    transfer whose pieces keep coming is waited for. The one bounded wait of every call
+    into a store (`within`) and of every wait for a shard's copy (`copies`)."""
+    started = time.monotonic()
+    while not result.done():
         last = max(started, progress()) if progress is not None else started
         left = last + timeout - time.monotonic()
         if left <= 0:
             raise NoAnswer(f"no answer within {timeout:g} s")
-        done.wait(left)
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+        futures.wait([result], left)
+    return result.result()
 
 
-def transferred(piece: Callable[[], None]) -> Any:
-    """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as each
-    piece of the transfer goes through (what a wait bounded without progress watches: a
-    shard's copy, `copies`; an upload, `within`); `piece` may raise to stop the transfer
-    (the client stops at its next piece). fsspec comes with TFDS; imported here, on use."""
+def _transferred(piece: Callable[[], None]) -> Any:
+    """An fsspec callback for a client's `get_file`/`put_file` that calls `piece()` as the
+    transfer starts (its size is set) and as each piece of it goes through (what a wait
+    bounded without progress watches: a shard's copy, `copies`; an upload, `within`);
+    `piece` may raise to stop the transfer (the client stops at its next piece). fsspec
+    comes with TFDS; imported here, on use."""
     from fsspec.callbacks import Callback
 
-    class Transferred(Callback):
-        def relative_update(self, inc=1):
-            piece()
-
-        def absolute_update(self, value):
-            piece()
-
-    return Transferred()
+    return Callback(hooks={"piece": lambda size, value: piece()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +138,8 @@ class ObjectStore:
     TensorFlow reads it too (`tensorflow_reads`), and what its client is told when one
     object is copied whole (`get_options`) or uploaded whole (`put_options`). Publishing a
     build (`fast_tfds.building.publishing`) also needs the checksum the store computes of
-    an object's bytes (`stored_checksum`, `digest`: `checksum`, `local_checksum`).
+    an object's bytes (`checksum`), and the same checksum of a local file (`digest`:
+    `local_checksum`).
     """
 
     scheme: str  # 'gs': urls are gs://bucket/path
@@ -147,10 +152,11 @@ class ObjectStore:
     # A command that shows whether an object can be read from here (errors quote it), of
     # the object's {url}, or of its {bucket} (container) and {path} in it.
     check: str
-    # How an object's checksum is had (from its listing entry, or asked of the store;
-    # None where the store keeps none: a publisher then reads the object back), and the
-    # digest of a local file that gives the same checksum once it is uploaded.
-    stored_checksum: Callable[[ObjectStore, str, dict[str, Any]], str | None]
+    # The checksum the store computed of object `key`'s bytes, of (key, its entry in a
+    # detailed listing): from the entry, or asked of the store where the listing lacks
+    # it; None where the store keeps none (a publisher then reads the object back). And
+    # the digest of a local file that gives the same checksum once it is uploaded.
+    checksum: Callable[[str, dict[str, Any]], str | None]
     digest: Callable[[], Any] | None
     # Whether TensorFlow's own file systems read it (gs:// only: TensorFlow's S3 support
     # went to tensorflow-io, which does not load on TensorFlow 2.18+, and it never had
@@ -183,23 +189,18 @@ class ObjectStore:
         bucket, _, path = self.key(url).partition("/")
         return self.check.format(url=url, bucket=bucket, path=path)
 
-    def get_file(self, key: str, local: str, callback: Any) -> None:
+    def get_file(self, key: str, local: str, piece: Callable[[], None]) -> None:
         """Object `key` (its url without the scheme) copied whole to the local file
-        `local`, in one streamed request; fsspec's `callback` is told of each piece."""
-        self.client().get_file(key, local, callback=callback, **self.get_options)
+        `local`, in one streamed request; `piece()` is called as each piece arrives
+        (`_transferred`)."""
+        self.client().get_file(key, local, callback=_transferred(piece), **self.get_options)
 
-    def put_file(self, local: str, key: str, callback: Any) -> None:
+    def put_file(self, local: str, key: str, piece: Callable[[], None]) -> None:
         """The local file `local` uploaded whole as object `key`, replacing any: a reader
-        sees the old object or the new one, never part of one; fsspec's `callback` is told
-        of each piece. Where the store computes a checksum only when asked at upload, this
-        asks for the one `checksum` reads."""
-        self.client().put_file(local, key, callback=callback, **self.put_options)
-
-    def checksum(self, key: str, entry: dict[str, Any]) -> str | None:
-        """The checksum the store computed of object `key`'s bytes, from its entry in a
-        detailed listing (`entry`), or asked of the store where the listing lacks it;
-        None where the store keeps none (a publisher then reads the object back)."""
-        return self.stored_checksum(self, key, entry)
+        sees the old object or the new one, never part of one; `piece()` is called as each
+        piece goes (`_transferred`). Where the store computes a checksum only when asked
+        at upload, this asks for the one `checksum` reads."""
+        self.client().put_file(local, key, callback=_transferred(piece), **self.put_options)
 
     def local_checksum(self, local: str) -> str | None:
         """What `checksum` would give of the local file `local` once uploaded (None where
@@ -275,22 +276,22 @@ def _crc32c() -> Any:
     return google_crc32c.Checksum()
 
 
-def _listed_crc32c(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+def _listed_crc32c(key: str, entry: dict[str, Any]) -> str | None:
     # GCS computes the CRC32C of every object it stores, and lists it (base64).
     return entry.get("crc32c")
 
 
-def _asked_sha256(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+def _asked_sha256(key: str, entry: dict[str, Any]) -> str | None:
     # S3 keeps a SHA-256 of an object only when asked for one at its upload, and a listing
     # does not carry it: one HEAD that asks for it. An object uploaded in parts has a
     # checksum of its parts' checksums ("...-N"), not the file's.
     bucket, _, path = key.partition("/")
-    head = store.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
+    head = S3.client().call_s3("head_object", Bucket=bucket, Key=path, ChecksumMode="ENABLED")
     value = head.get("ChecksumSHA256")
     return value if value and "-" not in value else None
 
 
-def _listed_md5(store: ObjectStore, key: str, entry: dict[str, Any]) -> str | None:
+def _listed_md5(key: str, entry: dict[str, Any]) -> str | None:
     # Azure computes the Content-MD5 of a blob put in one request (up to the SDK's
     # single-put size); a blob put in blocks has none.
     md5 = (entry.get("content_settings") or {}).get("content_md5")
@@ -309,7 +310,7 @@ GCS = ObjectStore(
     extra="gcs",
     content=("generation", "crc32c"),
     check="gcloud storage ls -l {url}",
-    stored_checksum=_listed_crc32c,
+    checksum=_listed_crc32c,
     digest=_crc32c,
     tensorflow_reads=True,
     noun="bucket",
@@ -325,7 +326,7 @@ S3 = ObjectStore(
     extra="s3",
     content=("ETag",),
     check="aws s3 ls {url}",
-    stored_checksum=_asked_sha256,
+    checksum=_asked_sha256,
     digest=hashlib.sha256,
     put_options={"ChecksumAlgorithm": "SHA256"},
 )
@@ -338,11 +339,12 @@ AZURE = ObjectStore(
     extra="azure",
     content=("etag",),
     check="az storage blob list --container-name {bucket} --prefix {path}",
-    stored_checksum=_listed_md5,
+    checksum=_listed_md5,
     digest=hashlib.md5,
     put_options={"overwrite": True},
 )
 STORES: dict[str, ObjectStore] = {store.scheme: store for store in (GCS, S3, AZURE)}
+SCHEMES = ", ".join(f"{scheme}://" for scheme in STORES)  # what messages say is read
 
 
 def is_remote(path: str) -> bool:
@@ -364,8 +366,7 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
     store = store_of(folder)
     if store is None:
         scheme = folder.split("://", 1)[0]
-        known = ", ".join(f"{s}://" for s in STORES)
-        raise NotKeyed(f"{scheme}:// objects have no metadata a key can use, only {known} ones")
+        raise NotKeyed(f"{scheme}:// objects have no metadata a key can use, only {SCHEMES} ones")
     if not store.installed():
         raise NotKeyed(f"reading the objects' metadata needs {store.package} ({store.install})")
     folder = folder.rstrip("/")
