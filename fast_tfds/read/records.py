@@ -11,6 +11,7 @@ TensorFlow's own GCS client, which reads gs:// otherwise, costs more CPU per sha
 
 from __future__ import annotations
 
+import itertools
 import os
 import weakref
 
@@ -200,11 +201,7 @@ def _local_copy(copies: ObjectCopies, k: tf.Tensor) -> tf.Tensor:
 def instruction_offsets(instructions) -> list[int]:
     """The example index of each file instruction's first record: its position in the
     split as read (TFDS's order: the instructions in turn, records in shard order)."""
-    offsets, total = [], 0
-    for fi in instructions:
-        offsets.append(total)
-        total += int(fi.take)
-    return offsets
+    return list(itertools.accumulate((int(fi.take) for fi in instructions), initial=0))[:-1]
 
 
 # Records are counted in groups: a tf.data function call per record (a map, a
