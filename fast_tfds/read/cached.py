@@ -141,7 +141,11 @@ def cached_epochs(
             put, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
         )
     )
-    quiet = nothing_of(blocks(None).map(put, num_parallel_calls=AUTOTUNE))
+    # The fill in the record order without output (a resumed run's empty cache): run to
+    # its end for what it does, as a dataset of slots that yields nothing (to concatenate
+    # with the epoch that follows).
+    quiet = blocks(None).map(put, num_parallel_calls=AUTOTUNE).filter(lambda _slots: False)
+    quiet = quiet.map(lambda _slots: tf.zeros([0], tf.int64))
     replayed = None  # Epoch 0's slots in the order its records streamed in.
     if shuffle and replay:
         indices = reading.shuffled(reading.records(zero, indices_only=True), zero)
@@ -228,20 +232,6 @@ def _after(effect: Callable, inputs: list, value: tf.Tensor) -> tf.Tensor:
     done = tf.numpy_function(effect, inputs, tf.int64, stateful=True)
     with tf.control_dependencies([done]):
         return tf.identity(value)
-
-
-def nothing_of(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """`ds` run to its end for what it does (a fill without output), as a dataset of
-    slots that yields nothing (to concatenate with the epoch that follows)."""
-    return ds.filter(_never).map(_no_slots)
-
-
-def _never(*_):
-    return False
-
-
-def _no_slots(*_):
-    return tf.zeros([0], tf.int64)
 
 
 # -- the arena of examples: examples decoded elsewhere, copied once ----------------
