@@ -52,7 +52,7 @@ from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.tf_file_cache import callable_identity
-from fast_tfds.core import aligned, jpeg_blocks, platform
+from fast_tfds.core import aligned, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
@@ -368,12 +368,9 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
         )
     heights, widths = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for indices, jpegs, boxes in ds.as_numpy_iterator():
+        refs = augmented.reference_boxes(indices, jpegs, boxes)
         where = slots.slots(indices)
-        for i, slot in enumerate(where):
-            if boxes.shape[1]:
-                heights[slot], widths[slot] = boxes[i, 2], boxes[i, 3]
-            else:
-                heights[slot], widths[slot] = jpeg_blocks.stored_size(jpegs[i])
+        heights[where], widths[where] = refs[:, 2], refs[:, 3]
     return heights, widths
 
 
