@@ -56,7 +56,7 @@ from fast_tfds.core import aligned, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
-from fast_tfds.read.decoding import WINDOW_KEY
+from fast_tfds.read.decoding import WINDOW_KEY, fixed_window
 from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.records import batches_per_epoch
 from fast_tfds.read.split_reading import Reading
@@ -477,20 +477,13 @@ def cached_batches(reading: Reading):
 
 def _put(table: stores.Store, indices, jpegs, boxes, *features) -> np.ndarray:
     """Writes the block's examples that `table` does not hold yet; returns their slots."""
-    windows = [_fixed_window(box) for box in boxes]
+    windows = [fixed_window(box) for box in boxes]
     values = dict(zip(table.keys, features, strict=True))
     return table.put_many(indices, jpegs, windows, values, step.decode_error)
 
 
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
-
-
-def _fixed_window(box) -> Callable | None:
-    if len(box) == 0:
-        return None
-    top, left, height, width = (int(v) for v in box)
-    return lambda _h, _w: (top, left, height, width)
 
 
 # -- persistence and placement -------------------------------------------------------
