@@ -12,6 +12,7 @@ of the reader (and `tfds.load`) uses; `tests/read/test_jpeg_blocks.py` checks it
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Sequence
@@ -181,9 +182,7 @@ def _whole(height: int, width: int) -> tuple[int, int, int, int]:
     return 0, 0, height, width
 
 
-_opencv_single_threaded = False
-
-
+@functools.cache  # once per process
 def one_opencv_thread() -> None:
     """Makes OpenCV run on the calling thread only, once per process.
 
@@ -191,10 +190,7 @@ def one_opencv_thread() -> None:
     of their own, and OpenCV's pool would compete with them for the same cores. Set on first
     use, not at import: importing our packages changes nothing in a process.
     """
-    global _opencv_single_threaded
-    if not _opencv_single_threaded:
-        cv2.setNumThreads(1)
-        _opencv_single_threaded = True
+    cv2.setNumThreads(1)
 
 
 def _resize_into(image: np.ndarray, out: np.ndarray) -> None:

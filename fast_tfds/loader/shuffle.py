@@ -17,6 +17,7 @@ one example twice and never the last one; here every example comes once.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -105,9 +106,7 @@ def permutation(length: int, seed: int, rounds: int = ROUNDS) -> np.ndarray:
         # many steps on average.
         step = _encrypt(np.arange(1 << bits, dtype=dtype), keys, word).__getitem__
     else:
-
-        def step(values: np.ndarray) -> np.ndarray:
-            return _encrypt(values, keys, word)
+        step = functools.partial(_encrypt, keys=keys, word=word)
 
     out = step(np.arange(length, dtype=dtype))
     outside = np.flatnonzero(out > max_index)

@@ -173,23 +173,28 @@ class CroppedDecoder:
     sizes: Callable[[int], tuple[int, int]]  # epoch -> output size
 
     def __call__(self, epoch, indices, jpegs, boxes) -> np.ndarray:
-        n = len(jpegs)
-        size = self.sizes(int(epoch))
-        out = aligned.empty((n, *size, 3))
-        # Reference boxes (top, left, height, width) in the stored pictures: the hook's
-        # windows, else the whole pictures, from their headers; then the block's windows
-        # in one vectorized draw (a draw per picture costs a quarter of its decode).
-        refs = np.zeros((n, 4), np.int64)
-        for i, data in enumerate(jpegs):
-            if boxes.shape[1]:
-                refs[i] = boxes[i]
-                continue
-            try:
-                refs[i, 2:] = jpeg_blocks.stored_size(data)
-            except (OSError, ValueError) as err:
-                raise step.decode_error(indices[i], err) from None
+        out = aligned.empty((len(jpegs), *self.sizes(int(epoch)), 3))
+        # The block's windows in one vectorized draw, in their reference boxes (a draw
+        # per picture costs a quarter of its decode).
+        refs = reference_boxes(indices, jpegs, boxes)
         step.decode_into(jpegs, refs, self.augment, self.seed, int(epoch), indices, out)
         return out
+
+
+def reference_boxes(indices, jpegs, boxes) -> np.ndarray:
+    """[b, 4] int64 reference boxes (top, left, height, width) in the stored pictures, of
+    examples `indices`: the hook's windows `boxes` ([b, 4]; [b, 0]: none), else each
+    picture whole, from its JPEG header alone (one that does not read: the one line of
+    `step.decode_error`). Windows are drawn in them."""
+    if boxes.shape[1]:
+        return np.asarray(boxes, np.int64)
+    refs = np.zeros((len(jpegs), 4), np.int64)
+    for i, data in enumerate(jpegs):
+        try:
+            refs[i, 2:] = jpeg_blocks.stored_size(data)
+        except (OSError, ValueError) as err:
+            raise step.decode_error(indices[i], err) from None
+    return refs
 
 
 def stream(reading: Reading):

@@ -52,11 +52,11 @@ from fast_tfds.cache import placement
 from fast_tfds.cache import store as stores
 from fast_tfds.cache.memory import Backing
 from fast_tfds.cache.tf_file_cache import callable_identity
-from fast_tfds.core import aligned, jpeg_blocks, platform
+from fast_tfds.core import aligned, platform
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
-from fast_tfds.read.decoding import WINDOW_KEY
+from fast_tfds.read.decoding import WINDOW_KEY, fixed_window
 from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.records import batches_per_epoch
 from fast_tfds.read.split_reading import Reading
@@ -141,7 +141,11 @@ def cached_epochs(
             put, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic
         )
     )
-    quiet = nothing_of(blocks(None).map(put, num_parallel_calls=AUTOTUNE))
+    # The fill in the record order without output (a resumed run's empty cache): run to
+    # its end for what it does, as a dataset of slots that yields nothing (to concatenate
+    # with the epoch that follows).
+    quiet = blocks(None).map(put, num_parallel_calls=AUTOTUNE).filter(lambda _slots: False)
+    quiet = quiet.map(lambda _slots: tf.zeros([0], tf.int64))
     replayed = None  # Epoch 0's slots in the order its records streamed in.
     if shuffle and replay:
         indices = reading.shuffled(reading.records(zero, indices_only=True), zero)
@@ -228,20 +232,6 @@ def _after(effect: Callable, inputs: list, value: tf.Tensor) -> tf.Tensor:
     done = tf.numpy_function(effect, inputs, tf.int64, stateful=True)
     with tf.control_dependencies([done]):
         return tf.identity(value)
-
-
-def nothing_of(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """`ds` run to its end for what it does (a fill without output), as a dataset of
-    slots that yields nothing (to concatenate with the epoch that follows)."""
-    return ds.filter(_never).map(_no_slots)
-
-
-def _never(*_):
-    return False
-
-
-def _no_slots(*_):
-    return tf.zeros([0], tf.int64)
 
 
 # -- the arena of examples: examples decoded elsewhere, copied once ----------------
@@ -378,12 +368,9 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
         )
     heights, widths = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for indices, jpegs, boxes in ds.as_numpy_iterator():
+        refs = augmented.reference_boxes(indices, jpegs, boxes)
         where = slots.slots(indices)
-        for i, slot in enumerate(where):
-            if boxes.shape[1]:
-                heights[slot], widths[slot] = boxes[i, 2], boxes[i, 3]
-            else:
-                heights[slot], widths[slot] = jpeg_blocks.stored_size(jpegs[i])
+        heights[where], widths[where] = refs[:, 2], refs[:, 3]
     return heights, widths
 
 
@@ -490,20 +477,13 @@ def cached_batches(reading: Reading):
 
 def _put(table: stores.Store, indices, jpegs, boxes, *features) -> np.ndarray:
     """Writes the block's examples that `table` does not hold yet; returns their slots."""
-    windows = [_fixed_window(box) for box in boxes]
+    windows = [fixed_window(box) for box in boxes]
     values = dict(zip(table.keys, features, strict=True))
     return table.put_many(indices, jpegs, windows, values, step.decode_error)
 
 
 # Records per block of the header pass (reference sizes before epoch 1).
 _HEADER_BLOCK = 256
-
-
-def _fixed_window(box) -> Callable | None:
-    if len(box) == 0:
-        return None
-    top, left, height, width = (int(v) for v in box)
-    return lambda _h, _w: (top, left, height, width)
 
 
 # -- persistence and placement -------------------------------------------------------

@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.core import aligned, jpeg_blocks
+from fast_tfds.core.dataset_hooks import Window
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read.parsing import make_parser
 
@@ -111,14 +112,20 @@ def decode_resized(
         out = aligned.empty(shape)
         if decoded:
             return jpeg_blocks.resize_into(data, out)
-        if not box:
-            return jpeg_blocks.decode_resized_into(data, out)
-        top, left, height, width = (int(v) for v in box[0])
-        return jpeg_blocks.decode_resized_into(data, out, lambda h, w: (top, left, height, width))
+        return jpeg_blocks.decode_resized_into(data, out, fixed_window(box[0] if box else ()))
 
     inputs = [image] if window is None else [image, window]
     resized = tf.numpy_function(run, inputs, tf.uint8, stateful=False)
     return tf.ensure_shape(resized, shape)
+
+
+def fixed_window(box) -> Window | None:
+    """The window that keeps `box` (top, left, height, width: in the stored pixels) of a
+    picture, as `jpeg_blocks` takes one; None for an empty box (the whole picture)."""
+    if len(box) == 0:
+        return None
+    top, left, height, width = (int(v) for v in box)
+    return lambda _h, _w: (top, left, height, width)
 
 
 def resize_uint8(

@@ -17,20 +17,15 @@ their threads finish their calls normally. An iterator is of no use once `atexit
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
-import threading
-
-_lock = threading.Lock()
-_registered = False
 
 
+@functools.cache
 def close_at_exit() -> None:
-    """Registers `close_all` to run at exit (once per process)."""
-    global _registered
-    with _lock:
-        if not _registered:
-            atexit.register(close_all)
-            _registered = True
+    """Registers `close_all` to run at exit (once per process; should two threads make
+    the first datasets at once, the second run of `close_all` finds nothing left)."""
+    atexit.register(close_all)
 
 
 def close_all() -> int:

@@ -18,9 +18,10 @@ INDEX_KEY = "index"
 
 
 def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys, with_index=False):
-    """fn(batch dict) -> (image, label) or the dict, with the image converted to `dtype`;
-    with `with_index`, (image, label, index) or the dict with its "index" feature (the
-    batch dict's INDEX_KEY, which it holds only then)."""
+    """fn(batch dict) -> (image, label) (`supervised_keys`: their feature names) or the
+    dict, with the image converted to `dtype`; with `with_index`, (image, label, index)
+    or the dict with its "index" feature (the batch dict's INDEX_KEY, which it holds
+    only then)."""
 
     def output(example: dict):
         image = example["image"]
@@ -28,7 +29,7 @@ def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys, with_i
             image = to_unit_float(image)
         example = {**example, "image": image}
         if as_supervised:
-            image_key, label_key = supervised_keys or ("image", "label")
+            image_key, label_key = supervised_keys
             if with_index:
                 return example[image_key], example[label_key], example[INDEX_KEY]
             return example[image_key], example[label_key]

@@ -9,23 +9,22 @@ drawn in `fast_tfds.read`'s docstring.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 
 import tensorflow as tf
 from absl import logging
 
 from fast_tfds.cache import tf_file_cache
 from fast_tfds.read import augment_dataset, cached
+from fast_tfds.read.epochs import MakeEpoch, Serve
 from fast_tfds.read.options import CacheKind
 from fast_tfds.read.output import INDEX_KEY
 from fast_tfds.read.split_reading import Reading
 
 AUTOTUNE = tf.data.AUTOTUNE
-MakeEpoch = Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
 # (fn(epoch, first) -> that epoch's elements, fn(epoch, element) -> its batch or None
 # where the elements are the batches, the cache its numpy functions reach by key or
 # None): `epochs.repeat_epochs` serves the elements and keeps the cache alive.
-Epochs = tuple[MakeEpoch, Callable | None, object]
+Epochs = tuple[MakeEpoch, Serve, object]
 
 
 class Plan(enum.Enum):

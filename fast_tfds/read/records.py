@@ -11,6 +11,7 @@ TensorFlow's own GCS client, which reads gs:// otherwise, costs more CPU per sha
 
 from __future__ import annotations
 
+import itertools
 import os
 import weakref
 
@@ -199,11 +200,7 @@ def _local_copy(copies: ObjectCopies, k: tf.Tensor) -> tf.Tensor:
 def instruction_offsets(instructions) -> list[int]:
     """The example index of each file instruction's first record: its position in the
     split as read (TFDS's order: the instructions in turn, records in shard order)."""
-    offsets, total = [], 0
-    for fi in instructions:
-        offsets.append(total)
-        total += int(fi.take)
-    return offsets
+    return list(itertools.accumulate((int(fi.take) for fi in instructions), initial=0))[:-1]
 
 
 # Records are counted in groups: a tf.data function call per record (a map, a
@@ -232,7 +229,8 @@ def checked_shard_records(filename, skip, take, name=None) -> tf.data.Dataset:
 
     def fail(n):
         # Built only on failure: the message costs a regex and a join.
-        message = _shard_error(filename, n, take) if name is None else _copy_error(name, n, take)
+        copied = name is not None
+        message = _shard_error(name if copied else filename, n, take, copied)
         with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
             return tf.constant(False)
 
@@ -248,75 +246,72 @@ def checked_shard_records(filename, skip, take, name=None) -> tf.data.Dataset:
     return checked.map(lambda group, is_end: group).unbatch()
 
 
-def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
-    gave = _gave(filename, n, take)
+def _shard_error(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor, copied: bool) -> tf.Tensor:
+    """The one line for a shard that gave `n` of its `take` records: which shard, how many
+    it gave, and the advice for where it was read (`_ADVICE`): a whole copy of an object
+    (`copied`), else an object in a bucket or a local file, told apart by the name."""
+    if copied:
+        return _said(filename, n, take, "copy")
     return tf.cond(
         tf.strings.regex_full_match(filename, r"[A-Za-z][A-Za-z0-9+.-]*://.*"),
-        lambda: _object_error(filename, gave),
-        lambda: _local_error(filename, gave),
+        lambda: _said(filename, n, take, "object"),
+        lambda: _said(filename, n, take, "local"),
     )
 
 
-def _gave(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> list:
-    """The words every short shard's error starts with: which shard, and how many of its
-    records it gave."""
-    return [
-        "fast_tfds: shard ",
-        filename,
-        " gave ",
-        tf.strings.as_string(n),
-        " of the ",
-        tf.strings.as_string(take),
-        " records the dataset's metadata lists: ",
-    ]
+# Where a short shard was read: (the pattern cut off its name for what the advice names,
+# None: the name itself; the advice before that name; the advice after it).
+_ADVICE = {
+    "local": (
+        r"[/\\][^/\\]*$",
+        "it is missing, truncated or "
+        "corrupt (a TFRecord length or CRC check failed). Check every shard with "
+        "`fast-tfds verify ",
+        "`, then rebuild the dataset (`tfds build ... --overwrite`).",
+    ),
+    # A shard in a bucket: its read failed once TensorFlow's GCS client had retried it
+    # (up to GCS_RETRY_CONFIG_MAX_RETRIES times), so the bucket is the likelier cause
+    # than the file, and the advice is the bucket's. A failed read ends the shard at
+    # once (TFRecordDataset moves past a file whose read fails), never retried again here:
+    # the time to this error is one retry cycle of TensorFlow's client.
+    "object": (
+        None,
+        "reading it from the bucket failed (the "
+        "bucket unreachable, the object missing, or truncated or corrupt). Check that it "
+        "can be read from here (`gcloud storage ls -l ",
+        "`); where a bucket may be unreachable, fail sooner with "
+        "GCS_RETRY_CONFIG_MAX_RETRIES=2 (TensorFlow retries a read 10 times, with "
+        "back-off up to 32 s) set before the process first reads gs://.",
+    ),
+    # A shard read from a whole copy of its object: the copy came complete, so the
+    # object itself is short or corrupt.
+    "copy": (
+        r"/[^/]*$",
+        "the object in the bucket is truncated "
+        "or corrupt (its whole copy failed a TFRecord length or CRC check). Compare the "
+        "objects' sizes with the local build's (`gcloud storage ls -l ",
+        "`), check that build with `fast-tfds verify`, and copy it to the bucket again, whole.",
+    ),
+}
 
 
-def _local_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
-    folder = tf.strings.regex_replace(filename, r"[/\\][^/\\]*$", "")
+def _said(filename: tf.Tensor, n: tf.Tensor, take: tf.Tensor, where: str) -> tf.Tensor:
+    """The words every short shard's error starts with (which shard, and how many of its
+    records it gave), then the advice of `where` it was read (`_ADVICE`)."""
+    cut, before, after = _ADVICE[where]
+    named = filename if cut is None else tf.strings.regex_replace(filename, cut, "")
     return tf.strings.join(
         [
-            *gave,
-            "it is missing, truncated or "
-            "corrupt (a TFRecord length or CRC check failed). Check every shard with "
-            "`fast-tfds verify ",
-            folder,
-            "`, then rebuild the dataset (`tfds build ... --overwrite`).",
-        ]
-    )
-
-
-def _object_error(filename: tf.Tensor, gave: list) -> tf.Tensor:
-    """A shard in a bucket: its read failed once TensorFlow's GCS client had retried it
-    (up to GCS_RETRY_CONFIG_MAX_RETRIES times), so the bucket is the likelier cause
-    than the file, and the advice is the bucket's. A failed read ends the shard at
-    once (TFRecordDataset moves past a file whose read fails), never retried again here:
-    the time to this error is one retry cycle of TensorFlow's client."""
-    return tf.strings.join(
-        [
-            *gave,
-            "reading it from the bucket failed (the "
-            "bucket unreachable, the object missing, or truncated or corrupt). Check that it "
-            "can be read from here (`gcloud storage ls -l ",
+            "fast_tfds: shard ",
             filename,
-            "`); where a bucket may be unreachable, fail sooner with "
-            "GCS_RETRY_CONFIG_MAX_RETRIES=2 (TensorFlow retries a read 10 times, with "
-            "back-off up to 32 s) set before the process first reads gs://.",
-        ]
-    )
-
-
-def _copy_error(name: tf.Tensor, n: tf.Tensor, take: tf.Tensor) -> tf.Tensor:
-    """A shard read from a whole copy of its object: the copy came complete, so the
-    object itself is short or corrupt."""
-    folder = tf.strings.regex_replace(name, r"/[^/]*$", "")
-    return tf.strings.join(
-        [
-            *_gave(name, n, take),
-            "the object in the bucket is truncated "
-            "or corrupt (its whole copy failed a TFRecord length or CRC check). Compare the "
-            "objects' sizes with the local build's (`gcloud storage ls -l ",
-            folder,
-            "`), check that build with `fast-tfds verify`, and copy it to the bucket again, whole.",
+            " gave ",
+            tf.strings.as_string(n),
+            " of the ",
+            tf.strings.as_string(take),
+            " records the dataset's metadata lists: ",
+            before,
+            named,
+            after,
         ]
     )
 

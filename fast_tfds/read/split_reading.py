@@ -98,20 +98,19 @@ class Reading:
         context = opts.input_context
         if context is not None and opts.batch_size is not None:
             opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
-        supervised_keys = builder.info.supervised_keys
+        supervised_keys = builder.info.supervised_keys or ("image", "label")
         mix_batch = None
         if opts.mix is not None:
-            image_key, label_key = supervised_keys or ("image", "label")
             mix_batch = mixed.mixer(
                 opts.mix,
                 seed,
-                mixed.label_classes(builder, label_key),
+                mixed.label_classes(builder, supervised_keys[1]),
                 opts.dtype,
-                None if opts.as_supervised else (image_key, label_key),
+                None if opts.as_supervised else supervised_keys,
             )
         keys = None  # The (image, label) output and what `transform` needs, else all.
         if opts.as_supervised:
-            keys = {*(supervised_keys or ("image", "label")), *opts.transform_keys}
+            keys = {*supervised_keys, *opts.transform_keys}
         return cls(
             builder=builder,
             split=split,
