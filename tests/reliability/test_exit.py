@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -61,3 +62,43 @@ def test_a_loader_with_workers_that_stops_exits(run, cats_array_record_dir):  # 
 def test_a_bucket_read_with_copies_that_stops_exits(run, bucket):  # noqa: F811
     env = emulated.child_env(bucket, PYTHONPATH=os.fspath(REPO))
     stops_and_exits("bucket", bucket.url(TFRECORD), env=env)
+
+
+# The persistent fill's writer, started after the interpreter joined its threads (by a
+# tf.data thread's last call, while `close_all` closes the iterators or just before),
+# checksumming a picture column: `cv2.sumElems`, with the GIL released.
+LATE_WRITER = """
+import atexit, threading
+import numpy as np
+import tensorflow  # noqa: F401  (imported first: close_all then takes no time)
+from fast_tfds.cache import persistent_format as fmt
+from fast_tfds.read import exit_iterators
+
+pictures = np.ones(16 << 20, np.uint8)
+
+def write():
+    for _ in range(200):
+        fmt.column_checksum(pictures)
+    print("WRITTEN", flush=True)
+
+exit_iterators.close_at_exit()
+# Registered after close_all, so run before it, once the interpreter has joined its threads.
+atexit.register(lambda: threading.Thread(target=write, name="late writer").start())
+"""
+
+
+def test_a_thread_started_during_exit_finishes_before_finalization():
+    """`close_all` joins the non-daemon threads started after the interpreter joined
+    them. Left to finalization, such a thread was ended where it next took the GIL, and
+    inside `cv2.sumElems` that killed the process (SIGABRT: `terminate called without an
+    active exception`), as it did now and then to a persisted read that stopped."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LATE_WRITER)],
+        env=child_env(PYTHONPATH=os.fspath(REPO)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["WRITTEN"]
