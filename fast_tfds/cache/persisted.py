@@ -485,6 +485,25 @@ def _views(region: mmap.mmap, layout: fmt.Layout) -> dict[str, np.ndarray]:
 # -- filling a new file ------------------------------------------------------------
 
 
+# The threads writing persistent files out (`FileFill.filled`), for `finish_writing`.
+_WRITING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def finish_writing() -> None:
+    """Waits until every persistent file this process started writing out is written.
+
+    Called by the back ends' exit hooks (`read.exit_iterators.close_all`,
+    `loader.pipeline`'s), after they have stopped their pipelines. The interpreter joins
+    its non-daemon threads before the `atexit` functions run, so a writer that a
+    pipeline's last calls started during exit (a first epoch's fill that completes while
+    its prefetch buffers fill) is joined only here. Left to finalization, it was ended
+    where it next took the GIL: mid-write (no file persisted), or, inside the checksum's
+    `cv2.sumElems`, from a C++ destructor, and the process died of SIGABRT (`terminate
+    called without an active exception`)."""
+    for thread in list(_WRITING):
+        thread.join()
+
+
 class FileFill(memory.Backing):
     """The backing of a cache that fills a new persistent file: its rows in a new
     temporary file, made the persistent cache once the fill has written every row.
@@ -563,6 +582,7 @@ class FileFill(memory.Backing):
         self.writing = threading.Thread(
             target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
         )
+        _WRITING.add(self.writing)
         self.writing.start()
 
     def _new_file(self) -> dict[str, np.ndarray]:

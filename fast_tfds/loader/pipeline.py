@@ -43,6 +43,7 @@ import numpy as np
 
 from fast_tfds.augment import mixing
 from fast_tfds.augment.progressive import ProgressiveResize
+from fast_tfds.cache import persisted
 from fast_tfds.core import platform
 from fast_tfds.core.options import SEED_LIMIT
 from fast_tfds.core.passes import PassClock
@@ -65,6 +66,8 @@ _RUNNING: weakref.WeakSet = weakref.WeakSet()
 def _close_running_loaders() -> None:
     for loader in list(_RUNNING):
         loader.close()
+    # Closing may have completed a persist=True fill: its file is written out first.
+    persisted.finish_writing()
 
 
 class FastLoader(grain.IterDataset):

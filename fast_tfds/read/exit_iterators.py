@@ -13,13 +13,8 @@ An `atexit` function runs before finalization: destroying the iterators there (d
 the resource an iterator owns, which is what its destructor would do moments later) lets
 their threads finish their calls normally. An iterator is of no use once `atexit` runs.
 
-Those last calls may complete a `persist=True` fill, whose file is then written by a thread
-of its own (`fast_tfds.cache.persistent.FileFill.filled`), not a daemon so that the
-interpreter joins it at exit; but the interpreter joins its threads before the `atexit`
-functions run, so a thread started since (here, or by a tf.data thread meanwhile) is
-joined here. Left to finalization, it was ended where it next took the GIL: mid-write (no
-file persisted), or, inside the checksum's `cv2.sumElems`, from a C++ destructor, and
-the process died of SIGABRT (`terminate called without an active exception`).
+Those last calls may complete a `persist=True` fill, whose file is then written out by a
+thread of its own: `close_all` waits for it (`persisted.finish_writing` says why).
 """
 
 from __future__ import annotations
@@ -27,6 +22,8 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
+
+from fast_tfds.cache import persisted
 
 
 @functools.cache
@@ -38,8 +35,8 @@ def close_at_exit() -> None:
 
 def close_all() -> int:
     """Destroys the resource of every tf.data iterator alive in this process (eager
-    iterators: `iter(dataset)`, as Keras makes them too), then joins the non-daemon
-    threads started since the interpreter joined them; returns how many iterators."""
+    iterators: `iter(dataset)`, as Keras makes them too), then waits for the persistent
+    files their last calls completed to be written out; returns how many iterators."""
     from tensorflow.python.data.ops import iterator_ops, multi_device_iterator_ops
 
     owned = (iterator_ops.OwnedIterator, multi_device_iterator_ops.OwnedMultiDeviceIterator)
@@ -52,9 +49,6 @@ def close_all() -> int:
             for name in ("_iterator_resource", "_multi_device_iterator_resource"):
                 if obj.__dict__.pop(name, None) is not None:
                     closed += 1
-    # No iterator runs now, so no thread is started after these.
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if not thread.daemon and thread is not current:
-            thread.join()
+    # No iterator runs now, so no file is completed after these.
+    persisted.finish_writing()
     return closed

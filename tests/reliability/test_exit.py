@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from fast_tfds.cache import persisted
 from tests.bucket import emulated
 from tests.bucket.conftest import TFRECORD, bucket  # noqa: F401  (a fixture)
 from tests.children import Child
@@ -64,36 +65,46 @@ def test_a_bucket_read_with_copies_that_stops_exits(run, bucket):  # noqa: F811
     stops_and_exits("bucket", bucket.url(TFRECORD), env=env)
 
 
-# The persistent fill's writer, started after the interpreter joined its threads (by a
-# tf.data thread's last call, while `close_all` closes the iterators or just before),
-# checksumming a picture column: `cv2.sumElems`, with the GIL released.
-LATE_WRITER = """
-import atexit, threading
+# A persistent fill completed during exit (by a tf.data thread's last call while
+# `close_all` closes the iterators, or a loader's while it is closed), after the
+# interpreter joined its threads: its writer checksums a 64 MiB byte column, in
+# `cv2.sumElems` with the GIL released, then writes the file out.
+LATE_FILL = """
+import atexit, sys
+from pathlib import Path
 import numpy as np
-import tensorflow  # noqa: F401  (imported first: close_all then takes no time)
-from fast_tfds.cache import persistent_format as fmt
-from fast_tfds.read import exit_iterators
+from fast_tfds.cache import persisted
+from fast_tfds.cache.store import Store
 
-pictures = np.ones(16 << 20, np.uint8)
+if sys.argv[1] == "tf.data":
+    import tensorflow  # noqa: F401  (imported first: close_all then takes no time)
+    from fast_tfds.read import exit_iterators
+    exit_iterators.close_at_exit()
+else:
+    import fast_tfds.loader.pipeline  # noqa: F401  (registers the loader's exit hook)
 
-def write():
-    for _ in range(200):
-        fmt.column_checksum(pictures)
-    print("WRITTEN", flush=True)
+def fill():
+    plan = lambda: (256, {"image": ((512, 512), np.uint8)}, False)
+    opened = persisted.open_or_plan(Path(sys.argv[2]), KEY, plan, what="toy train")
+    store = Store(256, {"image": ((512, 512), np.uint8)}, None, opened.backing)
+    store.write(np.arange(256), np.full((256, 512, 512), 7, np.uint8))
+    print("FILLED", flush=True)
 
-exit_iterators.close_at_exit()
-# Registered after close_all, so run before it, once the interpreter has joined its threads.
-atexit.register(lambda: threading.Thread(target=write, name="late writer").start())
+KEY = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
+# Registered after the back end's hook, so run before it.
+atexit.register(fill)
 """
 
 
-def test_a_thread_started_during_exit_finishes_before_finalization():
-    """`close_all` joins the non-daemon threads started after the interpreter joined
-    them. Left to finalization, such a thread was ended where it next took the GIL, and
-    inside `cv2.sumElems` that killed the process (SIGABRT: `terminate called without an
-    active exception`), as it did now and then to a persisted read that stopped."""
+@pytest.mark.parametrize("hook", ["tf.data", "loader"])
+def test_a_fill_completed_during_exit_is_written_out_before_finalization(hook, tmp_path):
+    """The back ends' exit hooks wait for a persistent file that their pipelines' last
+    calls completed (`persisted.finish_writing`). Left to finalization, its writer was
+    ended where it next took the GIL: no file, or, inside `cv2.sumElems`, SIGABRT
+    (`terminate called without an active exception`), as now and then to a persisted
+    read that stopped."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(LATE_WRITER)],
+        [sys.executable, "-c", textwrap.dedent(LATE_FILL), hook, os.fspath(tmp_path)],
         env=child_env(PYTHONPATH=os.fspath(REPO)),
         cwd=REPO,
         capture_output=True,
@@ -101,4 +112,8 @@ def test_a_thread_started_during_exit_finishes_before_finalization():
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == ["WRITTEN"]
+    assert done.stdout.splitlines() == ["FILLED"]
+    key = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
+    served = persisted.open_or_plan(tmp_path, key, None, what=None)
+    assert served.filled, served.why
+    assert (served.backing.rows["image"] == 7).all()
