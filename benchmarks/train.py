@@ -59,6 +59,9 @@ def make_train_step(model, image_size: int, input_dtype: tf.DType):
     import keras
 
     optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+    # Its variables made here, not in the first step: a tf.function whose first call makes
+    # variables is traced twice, and the trace is most of a short run's time.
+    optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     signature = [
         tf.TensorSpec([None, image_size, image_size, 3], input_dtype),  # None: the last batch
