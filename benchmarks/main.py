@@ -82,6 +82,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--batch-size", type=int, default=16, help="(default 16)")
     train.add_argument("--image-size", type=int, default=224, help="(default 224; >= 32)")
     train.add_argument("--weights", choices=["imagenet"], help="default: random init (offline)")
+    train.add_argument(
+        "--model",
+        choices=["mobilenetv2", "tiny"],
+        default="mobilenetv2",
+        help="the model trained (default mobilenetv2); 'tiny' is one convolution, for checking "
+        "that the mode runs in seconds (the tests), not for its figures",
+    )
     p.add_argument(
         "--loaders",
         action="store_true",
@@ -107,7 +114,9 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     positive = {"--steps": args.steps, "--batch-size": args.batch_size}
     positive["--warmup-steps"] = args.warmup_steps  # >= 1: the trace is never timed
     options.check_counts(parser, args, positive)
-    if args.image_size < 32:
+    if args.model == "tiny" and args.weights:
+        parser.error("--weights: only MobileNetV2 has them; leave out --model tiny")
+    if args.model == "mobilenetv2" and args.image_size < 32:
         parser.error(f"--image-size={args.image_size}: MobileNetV2 needs at least 32")
     if "[" in args.split:
         parser.error(
@@ -260,6 +269,7 @@ def _run_train(args, selected, builders, result) -> None:
         batch_size=args.batch_size,
         image_size=args.image_size,
         weights=args.weights,
+        model=args.model,
         device=bench_train.device_name(),
     )
     result["pipelines"] = bench_train.run(
@@ -270,6 +280,7 @@ def _run_train(args, selected, builders, result) -> None:
         batch_size=args.batch_size,
         image_size=args.image_size,
         weights=args.weights,
+        model=args.model,
         only=[row.name for row in selected],
     )
 

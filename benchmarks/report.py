@@ -99,7 +99,7 @@ def _title(result: dict) -> str:
     rounds = result.get("rounds", 1)
     runs = f"{rounds} round{'s' * (rounds != 1)}"
     if result["mode"] == "train":
-        runs = f"MobileNetV2 training, batch {result['batch_size']}, on {result['device']}"
+        runs = f"{_model(result)} training, batch {result['batch_size']}, on {result['device']}"
     return (
         f"{d['name']}/{d['split']}: {d['images']} images, {runs} | "
         f"{m['cpu_model']}, {m['cpu_count']} CPUs, {m['ram_gib']:.0f} GiB{gpus} | "
@@ -110,10 +110,15 @@ def _title(result: dict) -> str:
 # -- training ----------------------------------------------------------------------
 
 
+def _model(result: dict) -> str:
+    """The trained model's name; results written before `--model` existed trained MobileNetV2."""
+    return {"tiny": "one-convolution model"}.get(result.get("model"), "MobileNetV2")
+
+
 def train_table(result: dict) -> str:
     lines = [
         _title(result),
-        f"MobileNetV2 {result['image_size']}px, batch {result['batch_size']}, "
+        f"{_model(result)} {result['image_size']}px, batch {result['batch_size']}, "
         f"{result['steps']} steps after {result['warmup_steps']} warm-up steps, "
         f"weights={result['weights']}, on {result['device']}.",
         "wait: time in next(iterator) / step time (measured); derived: "

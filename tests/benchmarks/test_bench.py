@@ -123,6 +123,7 @@ def test_compare_prints_the_ratio_of_two_runs(stream_run, tmp_path, capsys):
         (["--split", "train[:50%]"], "use a whole split"),
         (["--rounds", "0"], "--rounds=0: must be at least 1"),
         (["--train", "--image-size", "16"], "MobileNetV2 needs at least 32"),
+        (["--train", "--model", "tiny", "--weights", "imagenet"], "only MobileNetV2 has them"),
         (["--only", "no_such_pipeline"], "match no pipeline"),
     ],
 )
@@ -143,6 +144,7 @@ def test_train_mode_wait_fractions(cats_data_dir, tmp_path):
     bench.main(
         ["--train", "--data-dir", str(cats_data_dir), "--steps", "2", "--warmup-steps", "1"]
         + ["--batch-size", "4", "--image-size", "32", "--json", str(json_path)]
+        + ["--model", "tiny"]  # the same loop, timing and summary as MobileNetV2's, traced in less
     )
     result = json.loads(json_path.read_text())
     assert set(result["pipelines"]) == {row.name for row in bench_train.ROWS}
@@ -166,7 +168,19 @@ def test_train_mode_wait_fractions(cats_data_dir, tmp_path):
             assert summary["derived_wait_fraction"] == pytest.approx(derived, abs=1e-4), name
             assert 0.0 <= summary["derived_wait_fraction"] <= 1.0, name
         assert summary["step_ms"] > 0 and summary["images_per_s"] > 0, name
+    assert result["model"] == "tiny"
     assert (tmp_path / "train.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_default_model_is_mobilenetv2_with_the_rescaling_inside():
+    # The train mode's test above trains the tiny model; the default one is built here
+    # (not traced or trained: that is what costs), for both input dtypes.
+    for dtype, layers in (("float32", 3), ("uint8", 4)):
+        model = bench_train.build_model(32, 2, dtype, None)
+        assert model.output_shape == (None, 2), dtype
+        assert len(model.layers) == layers, dtype  # input, [Rescaling,] MobileNetV2, Dense
+        assert any(layer.name.startswith("mobilenetv2") for layer in model.layers), dtype
+    assert bench.parse_args(["--train"]).model == "mobilenetv2"
 
 
 def test_quick_is_a_small_sample_and_one_round_unless_told_otherwise():
