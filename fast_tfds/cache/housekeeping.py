@@ -128,6 +128,54 @@ def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
     return False
 
 
+def take_lock(path: str | os.PathLike) -> int | None:
+    """An open descriptor of the lock file `path` (made if missing) holding its exclusive
+    `flock`, or None where a live process holds that lock. Raises the OSError of opening
+    it. The file's time becomes now: when the cache was last opened.
+
+    A lock file that `fast-tfds cache clean` removed meanwhile counts as held: holding
+    the lock of a file no longer at `path` would not exclude anyone."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.utime(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if is_current(fd, path):
+            return fd
+    except BlockingIOError:
+        pass
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def is_current(fd: int, path: str | os.PathLike) -> bool:
+    """Whether `fd` is still the file at `path` (`fast-tfds cache clean` may have removed it)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+def record_holder(fd: int, **what: object) -> None:
+    """Writes into a lock file that this process holds it (JSON: its "pid", then `what`),
+    as `lock_record` reads it back."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), **what}).encode(), 0)
+
+
+def holder(
+    path: str | os.PathLike, *, readers_too: bool = False, recorded: bool = True
+) -> str | None:
+    """Who holds the lock of `path` (as `is_locked` takes it), or None if no live process
+    does: 'pid N' as its lock record says, or RUNNING for a cache file that is its own
+    lock (not `recorded`: its contents are rows, not who holds it)."""
+    if not is_locked(path, readers_too=readers_too):
+        return None
+    return f"pid {lock_record(path).get('pid', '?')}" if recorded else RUNNING
+
+
 def lock_record(path: str | os.PathLike) -> dict:
     """What a cache's lock file says of its holder and contents (JSON: at least its "pid");
     {} where it says nothing readable."""
@@ -194,21 +242,13 @@ _CACHE_FILE = re.compile(
 )
 
 
-def lock_content(dataset: str, split: str, shard_files: Sequence[str]) -> bytes:
+def record_cache(fd: int, dataset: str, split: str, shard_files: Sequence[str]) -> None:
     """What a cache's owner writes into its lock file: who, and what the cache is made from
     (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
     are not listed for it)."""
     found = fingerprint.of(shard_files)
     shards = [found[name] for name in shard_files if name in found]
-    record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
-    return json.dumps(record).encode()
-
-
-def holder(lock_path: str) -> str | None:
-    """'pid N' of the live process holding the lock, or None if no process holds it."""
-    if not is_locked(lock_path):
-        return None
-    return f"pid {lock_record(lock_path).get('pid', '?')}"
+    record_holder(fd, dataset=dataset, split=split, shards=shards)
 
 
 def _file_caches(folder: str, names: list[str]) -> list[Entry]:
