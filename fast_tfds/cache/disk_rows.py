@@ -104,7 +104,7 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
             stat = path.stat()
         except FileNotFoundError:
             continue
-        held = housekeeping.RUNNING if housekeeping.is_locked(path) else None
+        held = housekeeping.holder(path, recorded=False)
         found.append(
             housekeeping.Entry(
                 where=str(path),

@@ -222,7 +222,7 @@ def _describe(path: Path) -> housekeeping.Entry | None:
     except OSError:
         return None
     # Mapped by a running process (a shared lock), or filled (exclusive).
-    held = housekeeping.RUNNING if housekeeping.is_locked(path, readers_too=True) else None
+    held = housekeeping.holder(path, readers_too=True, recorded=False)
     state = "persistent, in use" if held else "persistent"
     spent = None
     if temp:
