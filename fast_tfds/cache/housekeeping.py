@@ -30,6 +30,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -131,31 +132,19 @@ def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
 def take_lock(path: str | os.PathLike) -> int | None:
     """An open descriptor of the lock file `path` (made if missing) holding its exclusive
     `flock`, or None where a live process holds that lock. Raises the OSError of opening
-    it. The file's time becomes now: when the cache was last opened.
-
-    A lock file that `fast-tfds cache clean` removed meanwhile counts as held: holding
-    the lock of a file no longer at `path` would not exclude anyone."""
+    it. The file's time becomes now: when the cache was last opened."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.utime(fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if is_current(fd, path):
+        # `fast-tfds cache clean` may have removed the file meanwhile: holding the lock of
+        # a file no longer at `path` would not exclude anyone.
+        if os.path.samestat(os.fstat(fd), os.stat(path)):
             return fd
-    except BlockingIOError:
+    except OSError:  # Held (BlockingIOError), or removed (FileNotFoundError).
         pass
-    except BaseException:
-        os.close(fd)
-        raise
     os.close(fd)
     return None
-
-
-def is_current(fd: int, path: str | os.PathLike) -> bool:
-    """Whether `fd` is still the file at `path` (`fast-tfds cache clean` may have removed it)."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except OSError:
-        return False
 
 
 def record_holder(fd: int, **what: object) -> None:
@@ -211,6 +200,13 @@ def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathL
         if fd is not None:
             os.close(fd)
     return None
+
+
+def short_of_room(folder: str | os.PathLike, need: int) -> int | None:
+    """The bytes free in `folder` where fewer than the `need` of a cache written there
+    (a file cache, or a memory cache's rows), else None: it fits."""
+    free = shutil.disk_usage(folder).free
+    return free if free < need else None
 
 
 def size_text(n: int) -> str:

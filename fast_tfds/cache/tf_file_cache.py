@@ -53,7 +53,6 @@ import math
 import os
 import re
 import resource  # A POSIX module, like the fcntl of its lock (`housekeeping.take_lock`).
-import shutil
 import threading
 import time
 import types
@@ -179,8 +178,8 @@ def _space_shortfall(prefix: str, element_spec: Any, instructions: Sequence[Any]
             f"{size_text(limit)} (ulimit -f)"
         )
     folder = os.path.dirname(prefix) or "."
-    free = shutil.disk_usage(folder).free
-    if free < need:
+    free = housekeeping.short_of_room(folder, need)
+    if free is not None:
         return f"{needs}; {size_text(free)} free in {folder}"
     return None
 
