@@ -113,22 +113,6 @@ def remove_leftovers(folder: str | os.PathLike, kind: Kind) -> list[str]:
     ]
 
 
-def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
-    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
-    exclusive lock, or with `readers_too` a shared one as well."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
-        return False
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def take_lock(path: str | os.PathLike) -> int | None:
     """An open descriptor of the lock file `path` (made if missing) holding its exclusive
     `flock`, or None where a live process holds that lock. Raises the OSError of opening
@@ -157,12 +141,21 @@ def record_holder(fd: int, **what: object) -> None:
 def holder(
     path: str | os.PathLike, *, readers_too: bool = False, recorded: bool = True
 ) -> str | None:
-    """Who holds the lock of `path` (as `is_locked` takes it), or None if no live process
-    does: 'pid N' as its lock record says, or RUNNING for a cache file that is its own
-    lock (not `recorded`: its contents are rows, not who holds it)."""
-    if not is_locked(path, readers_too=readers_too):
+    """Who holds `flock` on `path` (the lock goes with its holder), or None if no live
+    process does: an exclusive lock, or with `readers_too` a shared one as well. 'pid N'
+    as its lock record says, or RUNNING for a cache file that is its own lock (not
+    `recorded`: its contents are rows, not who holds it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
         return None
-    return f"pid {lock_record(path).get('pid', '?')}" if recorded else RUNNING
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return f"pid {lock_record(path).get('pid', '?')}" if recorded else RUNNING
+    finally:
+        os.close(fd)
+    return None
 
 
 def lock_record(path: str | os.PathLike) -> dict:

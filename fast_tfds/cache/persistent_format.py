@@ -262,6 +262,6 @@ def _remove(path: Path) -> str | None:
     waits and then finds it gone."""
     kept = housekeeping.remove_unless_locked(path, [path])
     lock = lock_path(path)
-    if kept is None and path.name.endswith(SUFFIX) and not housekeeping.is_locked(lock):
+    if kept is None and path.name.endswith(SUFFIX) and housekeeping.holder(lock) is None:
         lock.unlink(missing_ok=True)
     return kept
