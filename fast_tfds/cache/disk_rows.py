@@ -18,7 +18,6 @@ import fnmatch
 import functools
 import mmap
 import os
-import shutil
 import uuid
 import weakref
 from pathlib import Path
@@ -51,8 +50,8 @@ def check_room(folder: Path, need: int) -> None:
     """Raises NotEnoughRoom unless `folder` (made if missing) has `need` bytes free."""
     folder.mkdir(parents=True, exist_ok=True)
     housekeeping.remove_leftovers(folder, ROWS)
-    free = shutil.disk_usage(folder).free
-    if free < need:
+    free = housekeeping.short_of_room(folder, need)
+    if free is not None:
         raise NotEnoughRoom(f"the cache needs {_gib(need)} and {folder} has {_gib(free)} free")
 
 
@@ -104,7 +103,7 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
             stat = path.stat()
         except FileNotFoundError:
             continue
-        held = housekeeping.RUNNING if housekeeping.is_locked(path) else None
+        held = housekeeping.holder(path, recorded=False)
         found.append(
             housekeeping.Entry(
                 where=str(path),

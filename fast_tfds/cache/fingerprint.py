@@ -11,7 +11,7 @@ it is never served for other data:
 - a file cache's name digests each shard's size and modification time (`tf_file_cache.cache_prefix`:
   a local shard's from its fingerprint; an object in a bucket's as TensorFlow's client,
   which reads it, sees it, so that names made before stay), and its lock file records its
-  local shards' fingerprints (`housekeeping.lock_content`);
+  local shards' fingerprints (`housekeeping.record_cache`);
 - `fast-tfds cache list|clean` compares what a cache recorded with the files as they are
   now (`changed`): a cache of a rebuilt or removed dataset is stale.
 

@@ -30,6 +30,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -112,20 +113,49 @@ def remove_leftovers(folder: str | os.PathLike, kind: Kind) -> list[str]:
     ]
 
 
-def is_locked(path: str | os.PathLike, *, readers_too: bool = False) -> bool:
-    """Whether a live process holds `flock` on `path` (the lock goes with its holder): an
-    exclusive lock, or with `readers_too` a shared one as well."""
+def take_lock(path: str | os.PathLike) -> int | None:
+    """An open descriptor of the lock file `path` (made if missing) holding its exclusive
+    `flock`, or None where a live process holds that lock. Raises the OSError of opening
+    it. The file's time becomes now: when the cache was last opened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.utime(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # `fast-tfds cache clean` may have removed the file meanwhile: holding the lock of
+        # a file no longer at `path` would not exclude anyone.
+        if os.path.samestat(os.fstat(fd), os.stat(path)):
+            return fd
+    except OSError:  # Held (BlockingIOError), or removed (FileNotFoundError).
+        pass
+    os.close(fd)
+    return None
+
+
+def record_holder(fd: int, **what: object) -> None:
+    """Writes into a lock file that this process holds it (JSON: its "pid", then `what`),
+    as `lock_record` reads it back."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), **what}).encode(), 0)
+
+
+def holder(
+    path: str | os.PathLike, *, readers_too: bool = False, recorded: bool = True
+) -> str | None:
+    """Who holds `flock` on `path` (the lock goes with its holder), or None if no live
+    process does: an exclusive lock, or with `readers_too` a shared one as well. 'pid N'
+    as its lock record says, or RUNNING for a cache file that is its own lock (not
+    `recorded`: its contents are rows, not who holds it)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # Gone, or not ours to read: nothing we could clean up anyway.
-        return False
+        return None
     try:
         fcntl.flock(fd, (fcntl.LOCK_EX if readers_too else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return f"pid {lock_record(path).get('pid', '?')}" if recorded else RUNNING
     finally:
         os.close(fd)
-    return False
+    return None
 
 
 def lock_record(path: str | os.PathLike) -> dict:
@@ -165,6 +195,13 @@ def remove_unless_locked(lock: str | os.PathLike, files: Iterable[str | os.PathL
     return None
 
 
+def short_of_room(folder: str | os.PathLike, need: int) -> int | None:
+    """The bytes free in `folder` where fewer than the `need` of a cache written there
+    (a file cache, or a memory cache's rows), else None: it fits."""
+    free = shutil.disk_usage(folder).free
+    return free if free < need else None
+
+
 def size_text(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -194,21 +231,13 @@ _CACHE_FILE = re.compile(
 )
 
 
-def lock_content(dataset: str, split: str, shard_files: Sequence[str]) -> bytes:
+def record_cache(fd: int, dataset: str, split: str, shard_files: Sequence[str]) -> None:
     """What a cache's owner writes into its lock file: who, and what the cache is made from
     (the fingerprints of its local shards, for `fingerprint.changed`; shards in a bucket
     are not listed for it)."""
     found = fingerprint.of(shard_files)
     shards = [found[name] for name in shard_files if name in found]
-    record = {"pid": os.getpid(), "dataset": dataset, "split": split, "shards": shards}
-    return json.dumps(record).encode()
-
-
-def holder(lock_path: str) -> str | None:
-    """'pid N' of the live process holding the lock, or None if no process holds it."""
-    if not is_locked(lock_path):
-        return None
-    return f"pid {lock_record(lock_path).get('pid', '?')}"
+    record_holder(fd, dataset=dataset, split=split, shards=shards)
 
 
 def _file_caches(folder: str, names: list[str]) -> list[Entry]:

@@ -393,7 +393,7 @@ def open_or_plan(
         return Stored(path, why=bad or "is not there")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(fmt.lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_fd = housekeeping.take_lock(fmt.lock_path(path))
     except OSError as err:
         logging.warning(
             "fast_tfds: persist=True: %s %s, and %s cannot be written (%s): reading %s "
@@ -405,15 +405,11 @@ def open_or_plan(
             what,
         )
         return Stored(path)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = housekeeping.lock_record(fmt.lock_path(path)).get("pid", "?")
-        os.close(lock_fd)
+    if lock_fd is None:
         logging.warning(
-            "fast_tfds: persist=True: another process (pid %s) is writing the persistent "
+            "fast_tfds: persist=True: another process (%s) is writing the persistent "
             "cache %s; this run caches %s in memory.",
-            holder,
+            housekeeping.holder(fmt.lock_path(path)) or "pid ?",
             path,
             what,
         )
@@ -428,8 +424,7 @@ def open_or_plan(
         if bad is not None:
             logging.warning("fast_tfds: the persistent cache %s %s: filling it again.", path, bad)
             path.unlink(missing_ok=True)
-        os.ftruncate(lock_fd, 0)
-        os.pwrite(lock_fd, json.dumps({"pid": os.getpid()}).encode(), 0)
+        housekeeping.record_holder(lock_fd)
         num_examples, columns, read_ahead = plan()
         layout = fmt.Layout.plan(key, num_examples, columns)
     except BaseException:

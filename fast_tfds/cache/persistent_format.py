@@ -222,7 +222,7 @@ def _describe(path: Path) -> housekeeping.Entry | None:
     except OSError:
         return None
     # Mapped by a running process (a shared lock), or filled (exclusive).
-    held = housekeeping.RUNNING if housekeeping.is_locked(path, readers_too=True) else None
+    held = housekeeping.holder(path, readers_too=True, recorded=False)
     state = "persistent, in use" if held else "persistent"
     spent = None
     if temp:
@@ -262,6 +262,6 @@ def _remove(path: Path) -> str | None:
     waits and then finds it gone."""
     kept = housekeeping.remove_unless_locked(path, [path])
     lock = lock_path(path)
-    if kept is None and path.name.endswith(SUFFIX) and not housekeeping.is_locked(lock):
+    if kept is None and path.name.endswith(SUFFIX) and housekeeping.holder(lock) is None:
         lock.unlink(missing_ok=True)
     return kept

@@ -48,13 +48,11 @@ told apart.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import math
 import os
 import re
-import resource  # Like fcntl, a POSIX module: this file cache needs both.
-import shutil
+import resource  # A POSIX module, like the fcntl of its lock (`housekeeping.take_lock`).
 import threading
 import time
 import types
@@ -180,8 +178,8 @@ def _space_shortfall(prefix: str, element_spec: Any, instructions: Sequence[Any]
             f"{size_text(limit)} (ulimit -f)"
         )
     folder = os.path.dirname(prefix) or "."
-    free = shutil.disk_usage(folder).free
-    if free < need:
+    free = housekeeping.short_of_room(folder, need)
+    if free is not None:
         return f"{needs}; {size_text(free)} free in {folder}"
     return None
 
@@ -216,22 +214,11 @@ def _own(prefix: str, origin: dict[str, Any]) -> bool:
     (`origin` as `cache_in_files` takes it)."""
     if prefix in _held_locks:
         return True
-    path = prefix + housekeeping.LOCK_SUFFIX
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.utime(fd)  # The lock file's time is when the cache was last opened.
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # `fast-tfds cache clean` may have removed this lock file meanwhile:
-        # holding the lock of a file no longer there would not exclude anyone.
-        if os.fstat(fd).st_ino != os.stat(path).st_ino:
-            raise FileNotFoundError(path)
-    except OSError:
-        os.close(fd)
+    fd = housekeeping.take_lock(prefix + housekeeping.LOCK_SUFFIX)
+    if fd is None:
         return False
     shards = [os.fspath(fi.filename) for fi in origin["instructions"]]
-    os.ftruncate(fd, 0)
-    record = housekeeping.lock_content(origin["dataset_name"], origin["split"], shards)
-    os.pwrite(fd, record, 0)
+    housekeeping.record_cache(fd, origin["dataset_name"], origin["split"], shards)
     _held_locks[prefix] = fd
     # No live process holds the lock: whatever a writer left is from a dead one.
     _remove_leftovers(prefix)

@@ -174,7 +174,12 @@ def test_a_file_cache_is_named_as_before(build):
 
 def test_a_file_cache_records_its_local_shards_for_staleness(build):
     shards = [f"build/{name}" for name in TRAIN[2:]] + ["build/gone", f"{BUCKET_FOLDER}/x"]
-    record = json.loads(housekeeping.lock_content(DATASET, SPLIT, shards))
+    fd = os.open("record.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        housekeeping.record_cache(fd, DATASET, SPLIT, shards)
+    finally:
+        os.close(fd)
+    record = json.loads(Path("record.lock").read_bytes())
     assert record == {
         "pid": os.getpid(),
         "dataset": DATASET,

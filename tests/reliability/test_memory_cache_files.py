@@ -50,7 +50,7 @@ def leftover(folder: Path) -> Path:
     )
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
     path = Path(done.stdout.strip())
-    assert path.exists() and not housekeeping.is_locked(path)
+    assert path.exists() and housekeeping.holder(path, recorded=False) is None
     return path
 
 
