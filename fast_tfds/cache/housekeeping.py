@@ -115,18 +115,23 @@ def remove_leftovers(folder: str | os.PathLike, kind: Kind) -> list[str]:
 
 def take_lock(path: str | os.PathLike) -> int | None:
     """An open descriptor of the lock file `path` (made if missing) holding its exclusive
-    `flock`, or None where a live process holds that lock. Raises the OSError of opening
-    it. The file's time becomes now: when the cache was last opened."""
+    `flock`, or None where a live process holds that lock (or removed it meanwhile).
+    Raises any other OSError of opening or locking it (a filesystem without locks, say):
+    the caller says so in one line. The file's time becomes now: when the cache was last
+    opened."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.utime(fd)
     try:
+        os.utime(fd)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # `fast-tfds cache clean` may have removed the file meanwhile: holding the lock of
         # a file no longer at `path` would not exclude anyone.
         if os.path.samestat(os.fstat(fd), os.stat(path)):
             return fd
-    except OSError:  # Held (BlockingIOError), or removed (FileNotFoundError).
+    except (BlockingIOError, FileNotFoundError):  # Held, or removed.
         pass
+    except BaseException:
+        os.close(fd)
+        raise
     os.close(fd)
     return None
 

@@ -8,13 +8,15 @@ caught at open.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fast_tfds.cache import persisted, persistent_format
+from fast_tfds.cache import housekeeping, persisted, persistent_format
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
 from fast_tfds.cache.store import Store
 
@@ -129,6 +131,28 @@ def test_another_key_gets_another_file_and_a_renamed_file_is_refused(tmp_path, c
     assert not opened.filled
     assert any("was made from other inputs" in r.getMessage() for r in caplog.records)
     opened.backing.close()
+
+
+def test_a_lock_that_fails_otherwise_is_no_holder(tmp_path, monkeypatch, caplog):
+    """Only a lock held elsewhere (BlockingIOError) is "another process": any other error
+    of `flock` (a filesystem without locks: ENOLCK) propagates, its descriptor closed,
+    and the persistent cache says so in its one line instead of naming a holder."""
+    lock = tmp_path / "toy.arena-lock"
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    open_fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as raised:
+        housekeeping.take_lock(lock)
+    assert raised.value.errno == errno.ENOLCK
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+    opened = open_toy(tmp_path)
+    assert opened.backing is None
+    said = [r.getMessage() for r in caplog.records if "persist=True" in r.getMessage()]
+    assert len(said) == 1 and os.strerror(errno.ENOLCK) in said[0], said
+    assert "another process" not in said[0]
 
 
 def test_an_unfinished_fill_leaves_nothing_trusted(tmp_path):
