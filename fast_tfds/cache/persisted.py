@@ -620,9 +620,11 @@ class FileFill(memory.Backing):
                 sums = {name: fmt.column_checksum(a) for name, a in arrays.items()}
                 if self.reads_ahead:
                     self._region.flush()
-                else:
-                    for c in layout.columns:
-                        _pwrite_all(fd, arrays[c.name], c.offset)
+                else:  # A buffered file writes all of each column, in as many calls as it takes.
+                    with open(fd, "wb", closefd=False) as file:
+                        for c in layout.columns:
+                            file.seek(c.offset)
+                            file.write(np.ascontiguousarray(arrays[c.name]))
                 os.pwrite(fd, layout.header(sums), 0)
                 os.fsync(fd)
                 check = fmt.read_header(fd)
@@ -676,13 +678,6 @@ class FileFill(memory.Backing):
         with self._lock:
             if not self.persisted:
                 self._give_up()
-
-
-def _pwrite_all(fd: int, array: np.ndarray, offset: int) -> None:
-    data = memoryview(np.ascontiguousarray(array)).cast("B")
-    while data:
-        written = os.pwrite(fd, data[: 1 << 30], offset)
-        data, offset = data[written:], offset + written
 
 
 class ServedFile(memory.Backing):
