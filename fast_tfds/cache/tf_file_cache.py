@@ -211,7 +211,8 @@ def _read_bytes(fi: Any) -> int:
 
 def _own(prefix: str, origin: dict[str, Any]) -> bool:
     """Whether this process holds (now or from before) the writer's lock of `prefix`
-    (`origin` as `cache_in_files` takes it)."""
+    (`origin` as `cache_in_files` takes it); taking it, it removes what a writer that is
+    gone left."""
     if prefix in _held_locks:
         return True
     fd = housekeeping.take_lock(prefix + housekeeping.LOCK_SUFFIX)
@@ -220,14 +221,9 @@ def _own(prefix: str, origin: dict[str, Any]) -> bool:
     shards = [os.fspath(fi.filename) for fi in origin["instructions"]]
     housekeeping.record_cache(fd, origin["dataset_name"], origin["split"], shards)
     _held_locks[prefix] = fd
-    # No live process holds the lock: whatever a writer left is from a dead one.
-    _remove_leftovers(prefix)
-    return True
-
-
-def _remove_leftovers(prefix: str) -> None:
+    # No live process holds the lock: whatever a writer left is from a dead one. A final
+    # data file without its index is from a pass killed while merging.
     folder, base = os.path.split(prefix)
-    # A final data file without its index is from a pass killed while merging.
     complete = os.path.exists(prefix + housekeeping.INDEX_SUFFIX)
     left = _WRITER_LEFTOVERS if complete else _UNFINISHED_PASS
     names = os.listdir(folder or ".")
@@ -241,6 +237,7 @@ def _remove_leftovers(prefix: str) -> None:
             prefix,
             ", ".join(sorted(removed)),
         )
+    return True
 
 
 # -- the name ----------------------------------------------------------------------
