@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from fast_tfds.cache import housekeeping
-from fast_tfds.cache.memory import read_randomly, region_of
 
 PREFIX = "arena-"
 SUFFIX = ".rows"
@@ -78,20 +77,6 @@ def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarra
     weakref.finalize(region, os.close, fd)
     weakref.finalize(region, path.unlink, missing_ok=True)
     return array
-
-
-def write_back(array: np.ndarray) -> None:
-    """Writes the rows of an `allocate`d array to its file now (msync), once filled, and
-    reads them randomly from now on (`memory.read_randomly`).
-
-    Under a memory limit the kernel must free page cache to make room; pages already
-    written back are dropped at once, while dirty ones would be written out one by
-    one inside that reclaim, stalling every reader that waits for memory.
-    """
-    region = region_of(array)
-    if region is not None:
-        region.flush()
-        read_randomly(region)
 
 
 def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:

@@ -99,10 +99,19 @@ class DiskRows(memory.Backing):
         }
 
     def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
-        # Written back once, after the fill: served epochs then find clean pages,
-        # which the kernel drops cheaply when the budget is reached.
+        """Writes every column's rows to its file now (msync), once filled, and reads them
+        randomly from now on (`memory.read_randomly`).
+
+        Under a memory limit the kernel must free page cache to make room; pages already
+        written back are dropped at once, while dirty ones would be written out one by
+        one inside that reclaim, stalling every reader that waits for memory. Served
+        epochs then find clean pages, which the kernel drops cheaply when the budget is
+        reached."""
         for array in arrays.values():
-            disk_rows.write_back(array)
+            region = memory.region_of(array)  # None: an object column, in memory.
+            if region is not None:
+                region.flush()
+                memory.read_randomly(region)
 
 
 # -- the memory budget ------------------------------------------------------------
