@@ -112,10 +112,7 @@ def example_ranges(index) -> list[list[int]]:
     changes = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # where a new step begins
     runs, i, n = [], 0, len(index)
     while i < n:
-        if i == n - 1:
-            runs.append([int(index[i]), int(index[i]) + 1, 1])
-            break
-        step = int(steps[i])
+        step = int(steps[i]) if i < n - 1 else 1  # The last example alone: a run of one.
         k = np.searchsorted(changes, i, side="right")
         last = int(changes[k]) if k < len(changes) else n - 1
         runs.append([int(index[i]), int(index[last]) + step, step])
@@ -123,11 +120,15 @@ def example_ranges(index) -> list[list[int]]:
     return runs
 
 
-def split_files(shard_files: Sequence[str], what: str | None = None) -> list[list] | None:
+# Why a persistent cache cannot be keyed (`split_files`).
+_NOT_KEYED = "fast_tfds: persist=True: %s: caching in memory only."
+
+
+def split_files(shard_files: Sequence[str], what: str) -> list[list] | None:
     """The fingerprints (`fingerprint.in_folder`) of every file of the split(s) of
     `shard_files` in their folder, in every format (`<dataset>-<split>.<format>-<shard>`).
-    None when they cannot be fingerprinted; with `what` (the dataset's name), that is said
-    in one log line, with why and that the cache stays in memory.
+    None when they cannot be fingerprinted: one log line says why, of `what` (the dataset's
+    name), and that the cache stays in memory.
     """
     stems: dict[str, set[str]] = {}
     for filename in shard_files:
@@ -139,22 +140,17 @@ def split_files(shard_files: Sequence[str], what: str | None = None) -> list[lis
         try:
             files = fingerprint.in_folder(folder, lambda name, s=starts: name.startswith(s))
         except object_stores.NotKeyed as why:
-            _not_keyed(what, f"the shard files of {what} are in a bucket, and {why}")
+            logging.warning(_NOT_KEYED, f"the shard files of {what} are in a bucket, and {why}")
             return None
         if not files and not object_stores.is_remote(folder):
-            _not_keyed(
-                what,
+            logging.warning(
+                _NOT_KEYED,
                 f"the shard files of {what} are not local files ({folder or '.'}), so a "
                 "persistent cache could not tell when they change",
             )
             return None
         found += files
     return found or None
-
-
-def _not_keyed(what: str | None, why: str) -> None:
-    if what is not None:
-        logging.warning("fast_tfds: persist=True: %s: caching in memory only.", why)
 
 
 def not_kept(features: dict[str, tuple]) -> str | None:
