@@ -207,6 +207,12 @@ def short_of_room(folder: str | os.PathLike, need: int) -> int | None:
     return free if free < need else None
 
 
+def readable_name(dataset: str, split: object) -> str:
+    """`<dataset>.<split>`, '/' as '-' and any run of characters other than [A-Za-z0-9_.-]
+    as '_': how a cache's file name begins, before the digest of what it holds."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{dataset.replace('/', '-')}.{split}")
+
+
 def size_text(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 

@@ -63,7 +63,6 @@ import hashlib
 import json
 import mmap
 import os
-import re
 import threading
 import time
 import uuid
@@ -341,9 +340,8 @@ def key_digest(key: dict) -> str:
 
 def file_name(key: dict) -> str:
     """`<dataset>.<split>.<16 hex digits of the key>.arena`: readable, and unique per key."""
-    readable = f"{str(key.get('dataset', 'dataset')).replace('/', '-')}.{key.get('split', '')}"
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", readable)
-    return f"{slug}.{key_digest(key)[:16]}{fmt.SUFFIX}"
+    readable = housekeeping.readable_name(str(key.get("dataset", "dataset")), key.get("split", ""))
+    return f"{readable}.{key_digest(key)[:16]}{fmt.SUFFIX}"
 
 
 # -- open or fill ------------------------------------------------------------------

@@ -272,8 +272,7 @@ def cache_prefix(
         digest.update(f"{filename} {fi.skip} {fi.take} {identity}\n".encode())
     digest.update(_spec_identity(element_spec).encode())
     digest.update(callable_identity(transform).encode())
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{dataset_name.replace('/', '-')}.{split}")
-    name = f"{slug}.{digest.hexdigest()[:16]}"
+    name = f"{housekeeping.readable_name(dataset_name, split)}.{digest.hexdigest()[:16]}"
     cache = os.fspath(cache)
     if tf.io.gfile.isdir(cache):
         return os.path.join(cache, name)
