@@ -72,7 +72,7 @@ def timed(run) -> tuple[float, float]:
 
 def ours(cache, augment, threads: int, passes: int, batch: int = 64) -> tuple[float, float]:
     """Served from the cache, `passes` epochs: `timed`'s pair."""
-    from fast_tfds.augment import step
+    from fast_tfds.augment import step, windows
 
     n = len(cache)
     out = np.empty((batch, 224, 224, 3), np.uint8)
@@ -82,7 +82,9 @@ def ours(cache, augment, threads: int, passes: int, batch: int = 64) -> tuple[fl
             order = np.random.default_rng(epoch).permutation(n)
             for s in range(0, n - batch + 1, batch):
                 slots = order[s : s + batch]
-                step.serve_into(cache, slots, augment, 0, epoch, slots, out, num_threads=threads)
+                step.serve_into(
+                    cache, slots, windows.Draw(augment, 0, epoch, slots), out, num_threads=threads
+                )
         return passes * (n // batch) * batch
 
     return timed(run)

@@ -72,14 +72,16 @@ def rows(threads: int):
     def drawn_for(pictures, epoch, indices):
         """Today's crop + flip windows of a batch, in its pictures' pixels."""
         sizes = [p.shape[:2] for p in pictures]
-        return windows.sample(plain, 0, epoch, indices, *zip(*sizes, strict=True))
+        return windows.sample(windows.Draw(plain, 0, epoch, indices), *zip(*sizes, strict=True))
 
     def today(pictures, epoch, indices, out):
         kernels.apply_into(pictures, drawn_for(pictures, epoch, indices), out, num_threads=threads)
 
     def strong(r):
         def serve(pictures, epoch, indices, out):
-            recipe.apply_into(pictures, r, 0, epoch, indices, out, num_threads=threads)
+            recipe.apply_into(
+                pictures, windows.Draw(r, 0, epoch, indices), out, num_threads=threads
+            )
 
         return serve
 

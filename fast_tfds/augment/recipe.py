@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from fast_tfds.augment import draws, erasing, kernels, warp, windows
-from fast_tfds.augment.spec import Augment
 
 
 def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
@@ -30,10 +29,7 @@ def angles(rotate: float, seed: int, epoch: int, indices) -> np.ndarray:
 
 def apply_into(
     pictures: Sequence[np.ndarray],
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
+    draw: windows.Draw,
     out: np.ndarray,
     *,
     scale_y=None,
@@ -41,18 +37,19 @@ def apply_into(
     num_threads: int = 1,
     drawn: windows.Windows | None = None,
 ) -> np.ndarray:
-    """Examples `indices` of `epoch` into `out` ([B, H, W, 3] uint8) from their decoded
-    pictures, by `augment`'s crop, flip and colour jitter, then its rotation, its policy
-    (`Augment.policy`) and its erasing (without these, `kernels.apply_into`). drawn:
+    """Examples `draw.indices` of `draw.epoch` into `out` ([B, H, W, 3] uint8) from their
+    decoded pictures, by `draw.augment`'s crop, flip and colour jitter, then its rotation,
+    its policy (`Augment.policy`) and its erasing (without these, `kernels.apply_into`). drawn:
     the batch's windows, if the caller drew them already (default: drawn in the
     pictures' own sizes); scale_y, scale_x: from the sizes they were drawn for to the
     pictures' pixels, as in `kernels`."""
-    indices = np.asarray(indices).reshape(-1)
+    augment, seed, epoch = draw.augment, draw.seed, draw.epoch
+    indices = np.asarray(draw.indices).reshape(-1)
     size = out.shape[1:3]
     if drawn is None:
         heights = [p.shape[0] for p in pictures]
         widths = [p.shape[1] for p in pictures]
-        drawn = windows.sample(augment, seed, epoch, indices, heights, widths, size)
+        drawn = windows.sample(draw, heights, widths, size)
     if augment is None or not augment.strong:
         return kernels.apply_into(
             pictures, drawn, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads

@@ -26,26 +26,18 @@ import numpy as np
 
 from fast_tfds.augment import kernels, recipe, windows
 from fast_tfds.augment.spec import Augment
-from fast_tfds.augment.windows import NO_AUGMENT
+from fast_tfds.augment.windows import NO_AUGMENT, Draw
 from fast_tfds.cache.pictures import PictureCache
 from fast_tfds.core import jpeg_blocks
 
 
 def serve_into(
-    pictures: PictureCache,
-    slots,
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
-    out: np.ndarray,
-    *,
-    num_threads: int = 1,
+    pictures: PictureCache, slots, draw: Draw, out: np.ndarray, *, num_threads: int = 1
 ) -> np.ndarray:
-    """Batch `out[i]` from store slot `slots[i]`, augmented as example `indices[i]` of
-    `epoch` (every slot must be written). Returns `out`."""
+    """Batch `out[i]` from store slot `slots[i]`, augmented as example `draw.indices[i]`
+    of `draw.epoch` (every slot must be written). Returns `out`."""
     slots = np.asarray(slots, np.int64).reshape(-1)
-    if _is_identity(pictures, augment, out):
+    if _is_identity(pictures, draw.augment, out):
         if len(slots) and not 0 <= slots.min() <= slots.max() < len(pictures):
             raise IndexError(f"slots {slots.min()}..{slots.max()} of a store of {len(pictures)}")
         unwritten = slots[~pictures.written[slots]]
@@ -57,34 +49,18 @@ def serve_into(
         return out
     # The windows are drawn in the reference sizes, and scaled to the stored pictures'.
     heights, widths = pictures.reference_heights[slots], pictures.reference_widths[slots]
-    drawn = windows.sample(augment, seed, epoch, indices, heights, widths, out.shape[1:3])
+    drawn = windows.sample(draw, heights, widths, out.shape[1:3])
     images = [pictures.image(int(s)) for s in slots]
     scale_y = pictures.heights[slots] / heights
     scale_x = pictures.widths[slots] / widths
     return recipe.apply_into(
-        images,
-        augment,
-        seed,
-        epoch,
-        indices,
-        out,
-        scale_y=scale_y,
-        scale_x=scale_x,
-        num_threads=num_threads,
-        drawn=drawn,
+        images, draw, out, scale_y=scale_y, scale_x=scale_x, num_threads=num_threads, drawn=drawn
     )
 
 
-def decode_into(
-    jpegs,
-    references: np.ndarray,
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
-    out: np.ndarray,
-) -> np.ndarray:
-    """Batch `out[i]` decoded from `jpegs[i]`, augmented as example `indices[i]` of `epoch`.
+def decode_into(jpegs, references: np.ndarray, draw: Draw, out: np.ndarray) -> np.ndarray:
+    """Batch `out[i]` decoded from `jpegs[i]`, augmented as example `draw.indices[i]` of
+    `draw.epoch`.
 
     `references`: int64 [n, 4], (top, left, height, width) of the part of each stored
     picture that windows are drawn in (a hook's window, or the whole picture). The
@@ -92,27 +68,25 @@ def decode_into(
     quarter of its decode). A JPEG that does not decode is a one-line ValueError naming
     its example. Returns `out`."""
     references = np.asarray(references, np.int64).reshape(-1, 4)
-    drawn = windows.sample(
-        augment, seed, epoch, indices, references[:, 2], references[:, 3], out.shape[1:3]
-    )
+    drawn = windows.sample(draw, references[:, 2], references[:, 3], out.shape[1:3])
     # The windows moved from the reference to the stored picture's pixels.
     moved = dataclasses.replace(
         drawn, top=drawn.top + references[:, 0], left=drawn.left + references[:, 1]
     )
-    if augment is not None and augment.strong:
-        return _decode_strong_into(jpegs, augment, seed, epoch, indices, out, moved)
+    if draw.augment is not None and draw.augment.strong:
+        return _decode_strong_into(jpegs, draw, out, moved)
     jitter = kernels.Jitter(drawn) if drawn.jittered_mask.any() else None
     for i, data in enumerate(jpegs):
         crop = moved.window(i)
         try:
             jpeg_blocks.decode_resized_into(data, out[i], lambda _h, _w, crop=crop: crop)
         except (OSError, ValueError) as err:
-            raise decode_error(indices[i], err) from None
+            raise decode_error(draw.indices[i], err) from None
         kernels.finish_into(out[i], drawn, i, jitter)
     return out
 
 
-def _decode_strong_into(jpegs, augment, seed, epoch, indices, out, drawn):
+def _decode_strong_into(jpegs, draw: Draw, out, drawn):
     """`decode_into` for a strong recipe: each picture decoded whole at the DCT scale at
     which its window covers the output, then the warp kernel cuts it as it cuts a
     stored picture (`drawn`: the windows in the stored picture's pixels, scaled to the
@@ -127,12 +101,10 @@ def _decode_strong_into(jpegs, augment, seed, epoch, indices, out, drawn):
                 data, out.shape[1:3], lambda _h, _w, window=window: window
             )
         except (OSError, ValueError) as err:
-            raise decode_error(indices[i], err) from None
+            raise decode_error(draw.indices[i], err) from None
         images.append(image)
         scale_y[i], scale_x[i] = image.shape[0] / height, image.shape[1] / width
-    return recipe.apply_into(
-        images, augment, seed, epoch, indices, out, scale_y=scale_y, scale_x=scale_x, drawn=drawn
-    )
+    return recipe.apply_into(images, draw, out, scale_y=scale_y, scale_x=scale_x, drawn=drawn)
 
 
 def _is_identity(pictures: PictureCache, augment: Augment | None, out: np.ndarray) -> bool:

@@ -37,6 +37,18 @@ NO_AUGMENT = Augment(crop=None, flip=False)
 
 
 @dataclasses.dataclass(frozen=True)
+class Draw:
+    """What a batch's draws are made from: the recipe (None: `NO_AUGMENT`), the seed, the
+    epoch and the examples' indices (every number a hash of (seed, epoch, example)). The
+    windows, the serving step and the stronger recipes take it whole."""
+
+    augment: Augment | None
+    seed: int
+    epoch: int
+    indices: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
 class Rectangles:
     """A rectangle per example: top, left, height, width, int64 arrays (the crop windows
     here, the erased boxes of `fast_tfds.augment.erasing`)."""
@@ -77,28 +89,22 @@ class Windows(Rectangles):
         )
 
 
-def sample(
-    augment: Augment | None,
-    seed: int,
-    epoch: int,
-    indices,
-    heights,
-    widths,
-    output_size: tuple[int, int] = (224, 224),
-) -> Windows:
-    """The windows, flips and colour factors of examples `indices` in `epoch`.
+def sample(draw: Draw, heights, widths, output_size: tuple[int, int] = (224, 224)) -> Windows:
+    """The windows, flips and colour factors of examples `draw.indices` in `draw.epoch`.
 
     `heights`, `widths`: the size of each example's picture (what the window is cut
     from); `output_size` (height, width): only the center crop uses it, for its
-    aspect ratio. `augment` None: `NO_AUGMENT`.
+    aspect ratio.
     """
-    augment = augment or NO_AUGMENT
+    augment = draw.augment or NO_AUGMENT
     heights = np.asarray(heights, np.int64).reshape(-1)
     widths = np.asarray(widths, np.int64).reshape(-1)
-    n, count = len(heights), len(np.asarray(indices).reshape(-1))
+    n, count = len(heights), len(np.asarray(draw.indices).reshape(-1))
     if len(widths) != n or count != n:
         raise ValueError(f"{count} indices, {n} heights, {len(widths)} widths")
-    u = draws.uniforms(seed, epoch, indices, DRAWS) if augment.random else np.zeros((n, DRAWS))
+    u = np.zeros((n, DRAWS))
+    if augment.random:
+        u = draws.uniforms(draw.seed, draw.epoch, draw.indices, DRAWS)
     if augment.crop == "random_resized":
         top, left, height, width = _random_resized(augment, u, heights, widths)
     elif augment.crop == "center":

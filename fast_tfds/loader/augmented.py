@@ -28,6 +28,7 @@ import numpy as np
 from fast_tfds.augment import step
 from fast_tfds.augment.progressive import ProgressiveResize
 from fast_tfds.augment.spec import Augment
+from fast_tfds.augment.windows import Draw
 from fast_tfds.cache.store import Store
 from fast_tfds.loader import cached
 from fast_tfds.loader.examples import DecodeExample, reference_box
@@ -73,22 +74,23 @@ class AugmentedBatches:
         targets = []
         if real:
             into = self._decode_into if self.cache is None else self._serve_into
-            targets = into(epoch, indices[:real], records, out[:real])
+            draw = Draw(self.augment, self.seed, epoch, indices[:real])
+            targets = into(draw, records, out[:real])
         targets += [self.pad_target] * (len(elements) - real)
         if self.with_index:
             return out, stack(targets), indices
         return out, stack(targets)
 
-    def _decode_into(self, epoch: int, indices, records, out) -> list:
+    def _decode_into(self, draw: Draw, records, out) -> list:
         parsed = [self.decode.parse(record) for record in records]
         boxes = np.array([reference_box(jpeg, window) for jpeg, _, window in parsed], np.int64)
         jpegs = [jpeg for jpeg, _, _ in parsed]
-        step.decode_into(jpegs, boxes, self.augment, self.seed, epoch, indices, out)
+        step.decode_into(jpegs, boxes, draw, out)
         return [target for _, target, _ in parsed]
 
-    def _serve_into(self, epoch: int, indices, records, out) -> list:
-        slots = cached.fill(self.cache, indices, records, self.decode)
-        step.serve_into(self.cache.pictures, slots, self.augment, self.seed, epoch, indices, out)
+    def _serve_into(self, draw: Draw, records, out) -> list:
+        slots = cached.fill(self.cache, draw.indices, records, self.decode)
+        step.serve_into(self.cache.pictures, slots, draw, out)
         return cached.targets(self.cache, slots)
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from fast_tfds.augment import step
 from fast_tfds.augment.spec import Augment
+from fast_tfds.augment.windows import Draw
 from fast_tfds.core import aligned, jpeg_blocks
 from fast_tfds.core.sizes import as_hw
 from fast_tfds.read.decoding import WINDOW_KEY
@@ -177,7 +178,7 @@ class CroppedDecoder:
         # The block's windows in one vectorized draw, in their reference boxes (a draw
         # per picture costs a quarter of its decode).
         refs = reference_boxes(indices, jpegs, boxes)
-        step.decode_into(jpegs, refs, self.augment, self.seed, int(epoch), indices, out)
+        step.decode_into(jpegs, refs, Draw(self.augment, self.seed, int(epoch), indices), out)
         return out
 
 

@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from fast_tfds.augment import step
+from fast_tfds.augment.windows import Draw
 from fast_tfds.cache import persisted as stored_pictures
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache import placement
@@ -433,16 +434,8 @@ def cached_batches(reading: Reading):
         table = stores.live(key)
         slots = np.asarray(slots, np.int64)
         out = aligned.empty((len(slots), *sizes(int(epoch)), 3))
-        step.serve_into(
-            table.pictures,
-            slots,
-            augment,
-            seed,
-            int(epoch),
-            indices,
-            out,
-            num_threads=num_threads,
-        )
+        draw = Draw(augment, seed, int(epoch), indices)
+        step.serve_into(table.pictures, slots, draw, out, num_threads=num_threads)
         return [out, *(table.features[k][slots] for k in keys)]
 
     def cut(epoch):

@@ -35,7 +35,7 @@ def test_windows_are_read_back_from_the_output(num_threads):
     n = len(pictures)
     heights = [p.shape[0] for p in pictures]
     widths = [p.shape[1] for p in pictures]
-    drawn = windows.sample(Augment(), 4, 2, np.arange(n), heights, widths)
+    drawn = windows.sample(windows.Draw(Augment(), 4, 2, np.arange(n)), heights, widths)
     out = np.zeros((n, 64, 64, 3), np.uint8)
     kernels.apply_into(pictures, drawn, out, num_threads=num_threads)
     assert drawn.flip.any() and not drawn.flip.all()
@@ -55,7 +55,9 @@ def test_windows_are_read_back_from_the_output(num_threads):
 
 def test_scaled_windows_cut_the_same_part_of_a_smaller_picture():
     # The same window drawn for a 240 x 200 picture, applied to that picture at half size.
-    drawn = windows.sample(Augment(flip=False), 0, 0, np.arange(20), [240] * 20, [200] * 20)
+    drawn = windows.sample(
+        windows.Draw(Augment(flip=False), 0, 0, np.arange(20)), [240] * 20, [200] * 20
+    )
     full = coordinates(240, 200)
     half = cv2.resize(full, (100, 120), interpolation=cv2.INTER_AREA)
     a = kernels.apply_into([full] * 20, drawn, np.zeros((20, 32, 32, 3), np.uint8))
@@ -68,7 +70,7 @@ def test_scaled_windows_cut_the_same_part_of_a_smaller_picture():
 
 def test_a_flipped_output_is_the_mirror_of_the_unflipped_one():
     pictures = [coordinates(100, 120)] * 40
-    flipped = windows.sample(Augment(), 1, 0, np.arange(40), [100] * 40, [120] * 40)
+    flipped = windows.sample(windows.Draw(Augment(), 1, 0, np.arange(40)), [100] * 40, [120] * 40)
     plain = windows.Windows(**{**vars(flipped), "flip": np.zeros(40, bool)})
     a = kernels.apply_into(pictures, flipped, np.zeros((40, 24, 24, 3), np.uint8))
     b = kernels.apply_into(pictures, plain, np.zeros((40, 24, 24, 3), np.uint8))
@@ -167,13 +169,15 @@ def test_center_crop_matches_a_resize_then_center_crop(height, width):
         )
         top, left = (resized.shape[0] - 224) // 2, (resized.shape[1] - 224) // 2
         reference = resized[top : top + 224, left : left + 224].astype(int)
-        drawn = windows.sample(Augment.eval(), 0, 0, [0], [height], [width], (224, 224))
+        drawn = windows.sample(
+            windows.Draw(Augment.eval(), 0, 0, [0]), [height], [width], (224, 224)
+        )
         out = kernels.apply_into([picture], drawn, np.zeros((1, 224, 224, 3), np.uint8))
         assert np.abs(out[0] - reference).mean() <= 0.75
 
 
 def test_a_wrong_batch_is_one_line():
-    drawn = windows.sample(Augment(), 0, 0, [0, 1], [10, 10], [10, 10])
+    drawn = windows.sample(windows.Draw(Augment(), 0, 0, [0, 1]), [10, 10], [10, 10])
     with pytest.raises(ValueError, match="2 pictures and 2 windows for an output of uint8"):
         kernels.apply_into([coordinates(10, 10)] * 2, drawn, np.zeros((3, 8, 8, 3), np.uint8))
 
@@ -184,7 +188,7 @@ def test_jitter_on_the_crop_or_on_the_output_gives_the_same_picture():
     rng = np.random.default_rng(3)
     picture = smooth_photo(rng, 300, 400)
     augment = Augment(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05)
-    drawn = windows.sample(augment, 0, 0, np.arange(40), [300] * 40, [400] * 40)
+    drawn = windows.sample(windows.Draw(augment, 0, 0, np.arange(40)), [300] * 40, [400] * 40)
     out = kernels.apply_into([picture] * 40, drawn, np.zeros((40, 160, 160, 3), np.uint8))
     smaller = 0
     for i in range(40):

@@ -68,7 +68,7 @@ def test_every_op_has_a_module_and_a_kind():
 
 def _warped(picture, recipe, fill=(0, 0, 0)):
     h, w = picture.shape[:2]
-    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [h], [w])
+    drawn = windows.sample(windows.Draw(Augment(crop=None, flip=False), 0, 0, [0]), [h], [w])
     plan = warp.plan([picture], drawn, [recipe], (h, w), fill=fill)
     out = np.zeros((1, h, w, 3), np.uint8)
     return warp.apply_into([picture], plan, out)[0]

@@ -25,13 +25,16 @@ def cached():
 
 def _serve(pics, r, seed=0, epoch=0, threads=1, size=96):
     out = np.zeros((len(pics), size, size, 3), np.uint8)
-    return recipe.apply_into(pics, r, seed, epoch, np.arange(len(pics)), out, num_threads=threads)
+    return recipe.apply_into(
+        pics, windows.Draw(r, seed, epoch, np.arange(len(pics))), out, num_threads=threads
+    )
 
 
 def test_plain_recipe_is_todays_kernel(cached):
     ours = _serve(cached, Augment(), seed=3, epoch=2)
     drawn = windows.sample(
-        Augment(), 3, 2, np.arange(len(cached)), *zip(*[p.shape[:2] for p in cached], strict=True)
+        windows.Draw(Augment(), 3, 2, np.arange(len(cached))),
+        *zip(*[p.shape[:2] for p in cached], strict=True),
     )
     today = kernels.apply_into(cached, drawn, np.zeros_like(ours))
     assert np.array_equal(ours, today)
@@ -75,5 +78,5 @@ def test_the_stronger_draws_start_after_the_windows_own_columns():
     assert draws.ROTATE == draws.WINDOW_DRAWS == windows.DRAWS
     # The windows read the first DRAWS columns: the flip is column 2 * TRIES + 2.
     u = draws.uniforms(1, 2, [3, 4], windows.DRAWS)
-    flips = windows.sample(Augment(), 1, 2, [3, 4], [100, 100], [100, 100]).flip
+    flips = windows.sample(windows.Draw(Augment(), 1, 2, [3, 4]), [100, 100], [100, 100]).flip
     assert np.array_equal(flips, u[:, 2 * windows.TRIES + 2] < 0.5)

@@ -46,10 +46,15 @@ def test_a_served_crop_matches_the_crop_of_the_full_decode():
         slots = np.arange(4)
         indices = slots + 10
         out = step.serve_into(
-            cache, slots, Augment(), 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
+            cache,
+            slots,
+            windows.Draw(Augment(), 3, epoch, indices),
+            np.zeros((4, 224, 224, 3), np.uint8),
         )
         sizes = cache.reference_heights[slots], cache.reference_widths[slots]
-        drawn = windows.sample(Augment(), 3, epoch, indices, *sizes, cache.output_size)
+        drawn = windows.sample(
+            windows.Draw(Augment(), 3, epoch, indices), *sizes, cache.output_size
+        )
         for i, jpeg in enumerate(jpegs):
             full = simplejpeg.decode_jpeg(jpeg, colorspace="RGB", fastdct=True)
             top, left, height, width = drawn.window(i)
@@ -71,7 +76,10 @@ def test_serving_reads_windows_from_a_coordinate_picture_cache():
         assert cache.shape(i) == (32, 32)
         cache.put(i, cv2.resize(picture, (32, 32), interpolation=cv2.INTER_AREA))
     out = step.serve_into(
-        cache, np.arange(8), None, 0, 0, np.arange(8), np.zeros((8, 32, 32, 3), np.uint8)
+        cache,
+        np.arange(8),
+        windows.Draw(None, 0, 0, np.arange(8)),
+        np.zeros((8, 32, 32, 3), np.uint8),
     )
     assert all(np.array_equal(out[i], cache.image(i)) for i in range(8))
 
@@ -88,10 +96,7 @@ def test_the_same_seed_serves_the_same_batch_and_another_epoch_another():
         return step.serve_into(
             cache,
             np.arange(6),
-            Augment(brightness=0.3),
-            seed,
-            epoch,
-            np.arange(6),
+            windows.Draw(Augment(brightness=0.3), seed, epoch, np.arange(6)),
             out,
             num_threads=2,
         )
@@ -110,9 +115,13 @@ def test_the_plain_read_is_the_identity_case_of_the_kernels():
     for i in range(5):
         cache.put(i, rng.integers(0, 256, (24, 24, 3), np.uint8))
     slots = np.array([3, 0, 4])
-    gathered = step.serve_into(cache, slots, None, 0, 0, slots, np.zeros((3, 24, 24, 3), np.uint8))
+    gathered = step.serve_into(
+        cache, slots, windows.Draw(None, 0, 0, slots), np.zeros((3, 24, 24, 3), np.uint8)
+    )
     whole = Augment(crop="center", crop_fraction=1.0, flip=False)
-    cut = step.serve_into(cache, slots, whole, 0, 0, slots, np.zeros((3, 24, 24, 3), np.uint8))
+    cut = step.serve_into(
+        cache, slots, windows.Draw(whole, 0, 0, slots), np.zeros((3, 24, 24, 3), np.uint8)
+    )
     assert np.array_equal(gathered, cache.rows()[slots])
     assert np.array_equal(cut, gathered)
 
@@ -122,7 +131,9 @@ def test_serving_an_unwritten_picture_is_an_error_in_both_cases():
     cache.put(0, np.ones((8, 8, 3), np.uint8))
     for augment in (None, Augment()):
         with pytest.raises(ValueError, match="picture 1 of the cache is not written"):
-            step.serve_into(cache, [0, 1], augment, 0, 0, [0, 1], np.zeros((2, 8, 8, 3), np.uint8))
+            step.serve_into(
+                cache, [0, 1], windows.Draw(augment, 0, 0, [0, 1]), np.zeros((2, 8, 8, 3), np.uint8)
+            )
 
 
 def test_decoding_without_a_cache_gives_the_stored_pixels_and_names_a_bad_example():
@@ -134,7 +145,7 @@ def test_decoding_without_a_cache_gives_the_stored_pixels_and_names_a_bad_exampl
     references = np.array([[0, 0, 300, 360]] * 3)
     indices = np.array([5, 6, 7])
     out = step.decode_into(
-        jpegs, references, None, 1, 2, indices, np.zeros((3, 64, 64, 3), np.uint8)
+        jpegs, references, windows.Draw(None, 1, 2, indices), np.zeros((3, 64, 64, 3), np.uint8)
     )
     cache = PictureCache([300] * 3, [360] * 3, (64, 64), shorter_side=None)
     for i, jpeg in enumerate(jpegs):
@@ -143,7 +154,10 @@ def test_decoding_without_a_cache_gives_the_stored_pixels_and_names_a_bad_exampl
     message = r"^fast_tfds: example 6 does not decode \(.*\)\. Check the files with `fast-tfds"
     with pytest.raises(ValueError, match=message):
         step.decode_into(
-            [jpegs[0], b"not a jpeg"], references[:2], Augment(), 1, 2, indices[:2], out[:2]
+            [jpegs[0], b"not a jpeg"],
+            references[:2],
+            windows.Draw(Augment(), 1, 2, indices[:2]),
+            out[:2],
         )
 
 
@@ -167,10 +181,16 @@ def test_a_strong_recipe_serves_and_decodes_the_same_draws():
     differences, erased = [], 0
     for epoch in range(4):
         served = step.serve_into(
-            cache, slots, STRONG, 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
+            cache,
+            slots,
+            windows.Draw(STRONG, 3, epoch, indices),
+            np.zeros((4, 224, 224, 3), np.uint8),
         )
         decoded = step.decode_into(
-            jpegs, references, STRONG, 3, epoch, indices, np.zeros((4, 224, 224, 3), np.uint8)
+            jpegs,
+            references,
+            windows.Draw(STRONG, 3, epoch, indices),
+            np.zeros((4, 224, 224, 3), np.uint8),
         )
         boxes = erasing.sample(0.5, 3, epoch, indices, (224, 224))
         keep = np.ones((4, 224, 224), bool)
@@ -198,8 +218,10 @@ def test_a_served_and_a_decoded_rotation_read_back_the_drawn_angle():
     augment = Augment(crop=None, flip=False, rotate=40)
     indices = np.arange(6)
     out = np.zeros((6, 100, 100, 3), np.uint8)
-    served = step.serve_into(cache, indices, augment, 0, 0, indices, out.copy())
-    decoded = step.decode_into([jpeg] * 6, [[0, 0, 200, 200]] * 6, augment, 0, 0, indices, out)
+    served = step.serve_into(cache, indices, windows.Draw(augment, 0, 0, indices), out.copy())
+    decoded = step.decode_into(
+        [jpeg] * 6, [[0, 0, 200, 200]] * 6, windows.Draw(augment, 0, 0, indices), out
+    )
     for batch in (served, decoded):
         for i, angle in enumerate(recipe.angles(40.0, 0, 0, indices)):
             assert abs(angle) <= 40

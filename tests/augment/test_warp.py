@@ -40,7 +40,7 @@ def _sizes(pics):
 @pytest.mark.parametrize("num_threads", [1, 2])
 def test_without_geometry_it_is_todays_kernel(cached, num_threads):
     n = len(cached)
-    drawn = windows.sample(Augment(), 3, 1, np.arange(n), *_sizes(cached))
+    drawn = windows.sample(windows.Draw(Augment(), 3, 1, np.arange(n)), *_sizes(cached))
     recipes = [[("identity", 0)] if i % 2 else [] for i in range(n)]
     plan = warp.plan(cached, drawn, recipes, (224, 224))
     ours = warp.apply_into(cached, plan, np.zeros((n, 224, 224, 3), np.uint8), num_threads=2)
@@ -54,7 +54,7 @@ def test_one_warp_is_within_the_bound_of_todays_crop(cached, size):
     n = len(cached)
     worst, total, count = {}, {}, {}
     for epoch in range(3):
-        drawn = windows.sample(Augment(), 0, epoch, np.arange(n), *_sizes(cached))
+        drawn = windows.sample(windows.Draw(Augment(), 0, epoch, np.arange(n)), *_sizes(cached))
         today = kernels.apply_into(cached, drawn, np.zeros((n, size, size, 3), np.uint8))
         m = affine.window_matrices(drawn, (size, size))
         boxes = kernels.source_boxes(cached, drawn)
@@ -84,7 +84,7 @@ def test_rotation_angle_reads_back_from_coordinates(degrees):
     """A whole-picture crop rotated by `degrees`: the source coordinates at the output's
     center row move along the rotated axis."""
     picture = coordinates(200, 200)
-    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [200], [200])
+    drawn = windows.sample(windows.Draw(Augment(crop=None, flip=False), 0, 0, [0]), [200], [200])
     plan = warp.plan([picture], drawn, [[("rotate", degrees)]], (100, 100))
     out = warp.apply_into([picture], plan, np.zeros((1, 100, 100, 3), np.uint8))[0]
     xs = out[50, 30:70, 0].astype(float)
@@ -97,7 +97,7 @@ def test_rotation_angle_reads_back_from_coordinates(degrees):
 
 def test_fill_outside_the_rotated_frame():
     picture = np.full((100, 100, 3), 200, np.uint8)
-    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [100], [100])
+    drawn = windows.sample(windows.Draw(Augment(crop=None, flip=False), 0, 0, [0]), [100], [100])
     plan = warp.plan([picture], drawn, [[("rotate", 45.0)]], (100, 100), fill=(1, 2, 3))
     out = warp.apply_into([picture], plan, np.zeros((1, 100, 100, 3), np.uint8))[0]
     assert (out[0, 0] == (1, 2, 3)).all() and (out[50, 50] == 200).all()
@@ -108,7 +108,7 @@ def test_fill_outside_the_rotated_frame():
 
 def test_bad_op_name_is_one_line_error():
     picture = np.zeros((10, 10, 3), np.uint8)
-    drawn = windows.sample(Augment(crop=None, flip=False), 0, 0, [0], [10], [10])
+    drawn = windows.sample(windows.Draw(Augment(crop=None, flip=False), 0, 0, [0]), [10], [10])
     with pytest.raises(ValueError, match="op 'spin'"):
         warp.plan([picture], drawn, [[("spin", 1.0)]], (10, 10))
 
@@ -122,7 +122,7 @@ def test_crop_flip_rotate_in_one_warp_matches_pils_three_steps(cached):
 
     pics = cached[:12]
     n, size = len(pics), 160
-    drawn = windows.sample(Augment(), 1, 0, np.arange(n), *_sizes(pics))
+    drawn = windows.sample(windows.Draw(Augment(), 1, 0, np.arange(n)), *_sizes(pics))
     assert drawn.flip.any() and not drawn.flip.all()
     angles = np.linspace(-40, 40, n)
     fill = (1, 254, 3)  # a colour no photo here has
@@ -155,7 +155,7 @@ def test_whole_pixel_translations_are_shifted_crops_with_the_warps_fill(cached, 
     # after brightness 1.3; more along the edges, where the warp reads the picture
     # beyond the window).
     pics = cached[:8]
-    drawn = windows.sample(Augment(), 1, 0, np.arange(8), *_sizes(pics))
+    drawn = windows.sample(windows.Draw(Augment(), 1, 0, np.arange(8)), *_sizes(pics))
     plan = warp.plan(pics, drawn, [steps] * 8, (96, 96), fill=(124, 116, 104))
     assert plan.shifted.all()
     shifted = warp.apply_into(pics, plan, np.zeros((8, 96, 96, 3), np.uint8))

@@ -17,7 +17,9 @@ TRAIN = Augment()
 def draw(augment=TRAIN, seed=0, epoch=0, indices=None, height=300, width=400):
     indices = np.arange(N) if indices is None else np.asarray(indices)
     n = len(indices)
-    return windows.sample(augment, seed, epoch, indices, np.full(n, height), np.full(n, width))
+    return windows.sample(
+        windows.Draw(augment, seed, epoch, indices), np.full(n, height), np.full(n, width)
+    )
 
 
 def test_random_resized_areas_and_ratios_are_in_range_and_spread():
@@ -86,14 +88,18 @@ def test_an_examples_window_does_not_depend_on_its_batch():
 
 def test_the_center_crop_is_timms():
     # A 256 x 341 picture: the central 224 x 224 (crop_fraction 0.875 of the shorter side).
-    w = windows.sample(Augment.eval(), 0, 0, [0, 1], [256, 300], [341, 200], (224, 224))
+    w = windows.sample(
+        windows.Draw(Augment.eval(), 0, 0, [0, 1]), [256, 300], [341, 200], (224, 224)
+    )
     assert w.window(0) == (16, 58, 224, 224)
     assert w.window(1) == (62, 12, 175, 175)
     # A wide output keeps its aspect ratio: 0.875 of the largest 1:2 window of 300 x 400.
-    w = windows.sample(Augment.eval(), 0, 0, [0], [300], [400], (100, 200))
+    w = windows.sample(windows.Draw(Augment.eval(), 0, 0, [0]), [300], [400], (100, 200))
     assert w.window(0) == (62, 25, 175, 350)
     # No randomness: any seed or epoch.
-    assert windows.sample(Augment.eval(), 5, 9, [0], [300], [400], (100, 200)).window(0) == (
+    assert windows.sample(windows.Draw(Augment.eval(), 5, 9, [0]), [300], [400], (100, 200)).window(
+        0
+    ) == (
         62,
         25,
         175,
@@ -102,7 +108,9 @@ def test_the_center_crop_is_timms():
 
 
 def test_no_crop_is_the_whole_picture():
-    w = windows.sample(Augment(crop=None), 0, 0, [0, 1], [30, 50], [40, 20], (224, 224))
+    w = windows.sample(
+        windows.Draw(Augment(crop=None), 0, 0, [0, 1]), [30, 50], [40, 20], (224, 224)
+    )
     assert [w.window(0), w.window(1)] == [(0, 0, 30, 40), (0, 0, 50, 20)]
 
 
@@ -133,4 +141,4 @@ def test_uniforms_are_uniform_and_independent_across_draws():
 
 def test_mismatched_sizes_are_an_error():
     with pytest.raises(ValueError, match="3 indices, 2 heights"):
-        windows.sample(Augment(), 0, 0, [0, 1, 2], [1, 2], [1, 2])
+        windows.sample(windows.Draw(Augment(), 0, 0, [0, 1, 2]), [1, 2], [1, 2])

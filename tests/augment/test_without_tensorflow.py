@@ -19,9 +19,10 @@ augment = fast_tfds.Augment(brightness=0.2)
 cache = store.PictureCache([30, 40], [40, 30], (16, 16), shorter_side=20)
 for slot in range(2):
     cache.put(slot, np.full((*cache.shape(slot), 3), 100, np.uint8))
-out = step.serve_into(cache, [0, 1], augment, 0, 0, [5, 6], np.zeros((2, 16, 16, 3), np.uint8))
+draw = windows.Draw(augment, 0, 0, [5, 6])
+out = step.serve_into(cache, [0, 1], draw, np.zeros((2, 16, 16, 3), np.uint8))
 sizes = cache.reference_heights[[0, 1]], cache.reference_widths[[0, 1]]
-drawn = windows.sample(augment, 0, 0, [5, 6], *sizes, cache.output_size)
+drawn = windows.sample(draw, *sizes, cache.output_size)
 for i in range(2):  # a flat grey picture: every pixel 100 x its brightness factor
     assert np.abs(out[i].astype(int) - round(100 * float(drawn.brightness[i]))).max() <= 1
 print("RESULT", out.shape, sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow"))

@@ -220,10 +220,7 @@ def test_stanford_dogs_crops_lie_within_the_box(stanford_array_record_dir):
             indices = order[4 * b : 4 * b + len(batch_labels)]
             assert batch_labels.tolist() == [labels[i] for i in indices]
             drawn = windows.sample(
-                Augment(),
-                loader.seed,
-                0,
-                indices,
+                windows.Draw(Augment(), loader.seed, 0, indices),
                 [boxes[i][2] for i in indices],
                 [boxes[i][3] for i in indices],
             )

@@ -343,7 +343,7 @@ def test_stanford_dogs_crops_lie_within_the_box(stanford_tfrecord_dir, stanford_
         # The window of each example, drawn in its box, cut from the full picture.
         expected = collections.Counter()
         for index, (label, pixels, box) in enumerate(stanford_split):
-            drawn = windows.sample(Augment(), 7, epoch, [index], [box[2]], [box[3]])
+            drawn = windows.sample(windows.Draw(Augment(), 7, epoch, [index]), [box[2]], [box[3]])
             assert drawn.top[0] + drawn.height[0] <= box[2]
             assert drawn.left[0] + drawn.width[0] <= box[3]
             in_picture = dataclasses.replace(

@@ -27,7 +27,7 @@ def expected_images(augment, seed, epoch, indices, pictures, size=(224, 224), ca
     n = len(indices)
     heights = [pictures[i].shape[0] for i in indices]
     widths = [pictures[i].shape[1] for i in indices]
-    drawn = windows.sample(augment, seed, epoch, indices, heights, widths, size)
+    drawn = windows.sample(windows.Draw(augment, seed, epoch, indices), heights, widths, size)
     out = np.zeros((n, *size, 3), np.uint8)
     chosen = [pictures[i] for i in indices]
     if cache:
@@ -48,7 +48,9 @@ def expected_strong(augment, seed, epoch, indices, pictures, size=(224, 224)):
     (rotation, TrivialAugmentWide, random erasing: the stronger recipes)."""
     indices = list(indices)
     out = np.zeros((len(indices), *size, 3), np.uint8)
-    return recipe.apply_into([pictures[i] for i in indices], augment, seed, epoch, indices, out)
+    return recipe.apply_into(
+        [pictures[i] for i in indices], windows.Draw(augment, seed, epoch, indices), out
+    )
 
 
 def grain_order(n: int, seed: int, epoch: int, shard: tuple[int, int] = (0, 1)) -> list[int]:
