@@ -51,6 +51,7 @@ def load_builder(
     """
     check_readable_location("data_dir", data_dir)
     check_readable_location("builder_dir", builder_dir)
+    name, config = name_and_config(name, config)
     folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
 
     def not_in_store(why: Exception) -> DatasetNotBuilt:
@@ -197,6 +198,29 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
         f"{url!r} (read through s3fs: pip install 'fast-image-tfds[s3]') or copy it to a "
         f"local folder (`aws s3 sync {url} {local}`)"
     )
+
+
+def name_and_config(name: str, config: str | None) -> tuple[str, str | None]:
+    """(dataset, config) of `name` written as TFDS writes it ('cats_vs_dogs_fast/224',
+    as `tfds.load` takes it) and `config`; a one-line ValueError where the two name
+    different configs, or the name asks for a version (a data dir holds one per config)."""
+    if not isinstance(name, str) or ("/" not in name and ":" not in name):
+        return name, config
+    try:
+        dataset, parts = tfds.core.naming.parse_builder_name_kwargs(name)
+    except ValueError:
+        raise ValueError(
+            f"name={name!r}: not a dataset name; write 'name' or 'name/config'"
+        ) from None
+    if "version" in parts:
+        raise ValueError(
+            f"name={name!r}: a version cannot be asked for; drop ':{parts['version']}' (or "
+            "pass that version's folder as builder_dir=)"
+        )
+    named = parts.get("config")
+    if named is not None and config is not None and str(config) != named:
+        raise ValueError(f"name={name!r}, config={config!r}: two configs; give one")
+    return str(dataset), named if config is None else config
 
 
 def config_names(name: str) -> set[str]:

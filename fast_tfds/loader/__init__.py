@@ -26,6 +26,7 @@ from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import (  # noqa: E402
     DatasetNotBuilt,
     load_builder,
+    name_and_config,
     version_folder,
 )
 from fast_tfds.loader.array_records import (  # noqa: E402
@@ -58,7 +59,8 @@ def as_fast_loader(
     num_workers, in worker processes).
 
     Args:
-      name: the TFDS name, e.g. 'cats_vs_dogs_fast'.
+      name: the TFDS name, e.g. 'cats_vs_dogs_fast' (or 'cats_vs_dogs_fast/224', naming
+        the config as tfds.load takes it).
       split: a split or a slice of one ('train', 'train[:80%]').
       data_dir, config: where the dataset is and which config ('224' default,
         'original'); or builder_dir: a built version folder.
@@ -73,6 +75,7 @@ def as_fast_loader(
         Dogs: crop_to_box, with_boxes, max_boxes; see
         stanford_dogs_tfrecord.as_fast_loader).
     """
+    name, config = name_and_config(name, config)  # 'name/config' as tfds.load takes it
     hook = dataset_hooks.hook_for(name)
     settings, keywords = dataset_hooks.dataset_settings(
         hook.loader_keywords,

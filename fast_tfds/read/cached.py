@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -82,7 +83,7 @@ def cached_epochs(
     cache: stores.Store,
     blocks: Blocks,
     put: Callable[[tf.Tensor, dict], tf.Tensor],
-    serving: Callable[[tf.Tensor], Callable[[tf.Tensor], dict]],
+    serving: Serving,
     *,
     replay: bool = True,
 ):
@@ -96,9 +97,9 @@ def cached_epochs(
     asks for slots on disk; the dataset that uses these epochs keeps `cache` alive, and
     the functions here hold its key alone (TensorFlow keeps the callables). `blocks`:
     where the fill reads its blocks. `put`: fn(indices, block) -> the block's slots
-    [b], once the block is written. `serving`: fn(epoch) -> fn(slots) -> the output
-    dict (INDEX_KEY included) of `slots` served from the cache (filled at least up to
-    them). `replay`: epoch 0 served from a filled cache replays the order its records
+    [b], once the block is written. `serving`: how the batch of `slots` is served from
+    the cache (filled at least up to them) as the output dict (INDEX_KEY included).
+    `replay`: epoch 0 served from a filled cache replays the order its records
     stream in (False where that order cannot be read again: the tf.data service's).
 
     Epoch 0 (every epoch unshuffled) fills an empty cache, each block served once
@@ -189,7 +190,8 @@ def cached_epochs(
         )
 
     def slot_blocks(epoch, first):
-        """The slots [b] of `epoch`'s blocks from block `first` on."""
+        """The slots [b] of `epoch`'s blocks from block `first` on, each with the columns
+        its batch is gathered from (`Serving.columns`, read once per epoch)."""
         streamed = tf.logical_or(tf.constant(not shuffle), tf.equal(epoch, 0))
         mode = tf.numpy_function(
             lambda streamed: stores.live(key).begin(bool(streamed)),
@@ -202,15 +204,17 @@ def cached_epochs(
         fill_count = tf.where(mode == FILL, tf.constant(-1, tf.int64), 0)
         quiet_count = tf.where(mode == FILL_THEN_SERVE, tf.constant(-1, tf.int64), 0)
         serve_count = tf.where(mode == FILL, tf.constant(0, tf.int64), -1)
-        return (
+        ds = (
             filled.skip(first)
             .take(fill_count)
             .concatenate(quiet.take(quiet_count))
             .concatenate(served(epoch, first).take(serve_count))
         )
+        return tf.data.Dataset.zip(ds, tf.data.Dataset.from_tensors(serving.columns()).repeat())
 
-    def serve(epoch, slots):
-        return augmented.finished(reading, serving(epoch)(slots))
+    def serve(epoch, element):
+        slots, columns = element
+        return augmented.finished(reading, serving.batch(epoch, slots, columns))
 
     if batched and reading.padded_examples is None:
         return slot_blocks, serve, cache
@@ -220,11 +224,21 @@ def cached_epochs(
             reading,
             slot_blocks(epoch, first if batched else tf.constant(0, tf.int64)),
             dropped=True,
-            first=lambda slots: serving(epoch)(slots),
+            first=lambda slots, columns: serving.batch(epoch, slots, columns),
         )
         return ds if batched else ds.skip(first)
 
     return one_epoch, None, cache
+
+
+class Serving(NamedTuple):
+    """How a cached plan serves a batch: `columns()` -> the tensors its batches are
+    gathered from, read once per epoch (a numpy function's view of a whole column:
+    none, where each batch is cut by the serving step in NumPy); `batch(epoch, slots,
+    columns)` -> the output dict of `slots` (INDEX_KEY included)."""
+
+    columns: Callable[[], tuple]
+    batch: Callable[[tf.Tensor, tf.Tensor, tuple], dict]
 
 
 def _after(effect: Callable, inputs: list, value: tf.Tensor) -> tf.Tensor:
@@ -300,39 +314,39 @@ def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
     }
 
 
-def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots):
-    """fn(epoch) -> fn(slots) -> the output dict of `slots`, each feature of `specs`
-    gathered in the graph from its whole column (`Store.column`) of the table registered
-    under `key`: the arena of examples, and a picture store that serves its rows as they
-    are (a plain read). A gather in the graph costs no Python per batch."""
+def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots) -> Serving:
+    """The serving of a table whose batches are its rows as they are: each feature of
+    `specs` gathered in the graph from its whole column (`Store.column`) of the table
+    registered under `key`: the arena of examples, and a picture store that serves its
+    rows as they are (a plain read). A gather in the graph costs no Python per batch."""
     n = len(slots.index)
+    keys = sorted(specs)
 
-    def serving(_epoch):
-        # The column reaches the graph through a numpy_function, once per served epoch:
+    def columns():
+        # Each column reaches the graph through a numpy_function, once per epoch:
         # TensorFlow aliases the (page-aligned) array without a copy. A tensor captured
         # into the dataset graph instead would be read whole when the first iterator is
-        # made, inside epoch 1.
-        columns = {
-            k: tf.ensure_shape(
+        # made, inside epoch 1; a numpy_function per batch is Python (and the GIL) per
+        # batch.
+        return tuple(
+            tf.ensure_shape(
                 tf.numpy_function(
                     lambda name: stores.live(key).column(name.decode()),
                     [k],
-                    spec.dtype,
+                    specs[k].dtype,
                     stateful=True,
                 ),
-                [n, *spec.shape],
+                [n, *specs[k].shape],
             )
-            for k, spec in specs.items()
-        }
+            for k in keys
+        )
 
-        def gather(at):
-            batch = {k: tf.gather(values, at) for k, values in columns.items()}
-            batch[INDEX_KEY] = slots.tf_index(at)
-            return batch
+    def batch(_epoch, at, columns):
+        gathered = {k: tf.gather(values, at) for k, values in zip(keys, columns, strict=True)}
+        gathered[INDEX_KEY] = slots.tf_index(at)
+        return gathered
 
-        return gather
-
-    return serving
+    return Serving(columns, batch)
 
 
 # -- the picture store with augment=: pictures decoded once, crops cut every epoch ----
@@ -341,16 +355,23 @@ def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots):
 def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
     """The spec of one example's features besides the image (what the cache keeps), or a
     one-line ValueError when one cannot be kept per slot (it varies in size, or nests)."""
-    spec = augmented.parsed_blocks(reading, reading.records()).element_spec[1]
+    if reading.parse_batch is not None:  # Fixed features, parsed in blocks: traced once.
+        spec = reading.parse_batch.example_spec
+    else:  # A transform's output: the spec of its blocks, one example's part.
+        blocks = augmented.parsed_blocks(reading, reading.records()).element_spec[1]
+        spec = {
+            k: tf.TensorSpec(v.shape[1:], v.dtype) if isinstance(v, tf.TensorSpec) else v
+            for k, v in blocks.items()
+        }
     features = {k: v for k, v in spec.items() if k not in ("image", WINDOW_KEY)}
     for key, value in features.items():
-        if not isinstance(value, tf.TensorSpec) or None in value.shape[1:]:
+        if not isinstance(value, tf.TensorSpec) or None in value.shape:
             raise ValueError(
                 f"cache=True: with augment= the cache keeps each example's features, and "
                 f"{key!r} varies in size or nests ({value}); read with cache=False, or "
                 "as_supervised=True without with_boxes"
             )
-    return {k: tf.TensorSpec(v.shape[1:], v.dtype) for k, v in features.items()}
+    return features
 
 
 def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray, np.ndarray]:
@@ -438,25 +459,23 @@ def cached_batches(reading: Reading):
         step.serve_into(table.pictures, slots, draw, out, num_threads=num_threads)
         return [out, *(table.features[k][slots] for k in keys)]
 
-    def cut(epoch):
+    def cut(epoch, slots, _columns):
+        indices = reading.slots.tf_index(slots)
+        served = tf.numpy_function(
+            serve,
+            [epoch, slots, indices],
+            [tf.uint8, *(specs[k].dtype for k in keys)],
+            stateful=True,
+        )
+        batch = {"image": tf.ensure_shape(served[0], shape)}
+        for k, values in zip(keys, served[1:], strict=True):
+            batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
+        batch[INDEX_KEY] = indices
+        return batch
 
-        def gather(slots):
-            indices = reading.slots.tf_index(slots)
-            served = tf.numpy_function(
-                serve,
-                [epoch, slots, indices],
-                [tf.uint8, *(specs[k].dtype for k in keys)],
-                stateful=True,
-            )
-            batch = {"image": tf.ensure_shape(served[0], shape)}
-            for k, values in zip(keys, served[1:], strict=True):
-                batch[k] = tf.ensure_shape(values, [None, *specs[k].shape])
-            batch[INDEX_KEY] = indices
-            return batch
-
-        return gather
-
-    serving = cut
+    # Each batch cut by the serving step in NumPy: no column in the graph (a stand-in:
+    # the epoch's zip needs a tensor).
+    serving = Serving(lambda: (tf.zeros([0], tf.uint8),), cut)
     # Served batches of one size are the stored rows as they are, nothing drawn, every
     # picture at the output size (a plain read): gathered in the graph.
     plain = augment is None or augment == step.NO_AUGMENT

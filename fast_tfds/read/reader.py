@@ -15,7 +15,7 @@ import tensorflow_datasets as tfds
 
 from fast_tfds.cache.remote import copies
 from fast_tfds.core import dataset_hooks
-from fast_tfds.core.builder_lookup import load_builder, version_folder
+from fast_tfds.core.builder_lookup import load_builder, name_and_config, version_folder
 from fast_tfds.read import plans
 from fast_tfds.read.epochs import repeat_epochs
 from fast_tfds.read.options import ReadOptions
@@ -36,7 +36,8 @@ def as_fast_dataset(
     """A split of a built dataset as a fast `tf.data.Dataset` of batches.
 
     Args:
-      name: registered dataset name, e.g. 'cats_vs_dogs_fast'.
+      name: registered dataset name, e.g. 'cats_vs_dogs_fast' (or 'cats_vs_dogs_fast/224',
+        naming the config as tfds.load takes it).
       split: a split or a slice of one ('train', 'train[:80%]').
       data_dir: TFDS data dir (default: TFDS's own, ~/tensorflow_datasets).
       config: '224' (default) or 'original'.
@@ -46,6 +47,7 @@ def as_fast_dataset(
       download_config: passed to the build, e.g. with a manual_dir.
       **options: the fields of `ReadOptions`, which documents each one.
     """
+    name, config = name_and_config(name, config)  # 'name/config' as tfds.load takes it
     # A build in a bucket: its shards' copies start while the builder loads, for a read
     # that surely reads them all (`cache.remote.copies.opening`).
     folder = None

@@ -25,6 +25,20 @@ def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_
     )
 
 
+def test_a_config_in_the_name_reads_that_config_as_tfds_load_does(cats_data_dir):
+    builder = builder_lookup.load_builder(
+        "cats_vs_dogs_fast/original", data_dir=cats_data_dir, download_and_prepare=False
+    )
+    assert builder.info.full_name == "cats_vs_dogs_fast/original/1.0.0"
+    same = builder_lookup.load_builder(
+        "cats_vs_dogs_fast/original",
+        data_dir=cats_data_dir,
+        config="original",
+        download_and_prepare=False,
+    )
+    assert same.info.full_name == builder.info.full_name
+
+
 @pytest.mark.parametrize("config", [None, "original"])
 def test_the_version_folder_named_without_reading_is_the_builders(cats_data_dir, config):
     """`version_folder` (where the readers list a bucket's shards before the builder loads)
@@ -58,6 +72,12 @@ def test_no_version_folder_where_the_builder_would_say_or_search(arguments):
     [
         ({"name": "no_such_dataset"}, "name='no_such_dataset': no dataset of that name"),
         ({"name": "cats_vs_dogs_fast", "config": "512"}, "config='512': cats_vs_dogs_fast has"),
+        ({"name": "cats_vs_dogs_fast/512"}, "config='512': cats_vs_dogs_fast has"),
+        (
+            {"name": "cats_vs_dogs_fast/224", "config": "original"},
+            "name='cats_vs_dogs_fast/224', config='original': two configs",
+        ),
+        ({"name": "cats_vs_dogs_fast/224:1.0.0"}, "name='cats_vs_dogs_fast/224:1.0.0': a version"),
         ({"name": "cats_vs_dogs_fast", "builder_dir": "/no/such/folder"}, "builder_dir="),
         (
             {"name": "cats_vs_dogs_fast", "data_dir": "s3a://team/tensorflow_datasets"},
