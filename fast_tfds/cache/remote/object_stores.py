@@ -35,6 +35,16 @@ from typing import Any, TypeVar
 TIMEOUT_ENV = "FAST_TFDS_BUCKET_READ_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
 
+# Copies at a time, per process (`copies.ObjectCopies`): enough to keep a bucket's latency
+# hidden, few enough that one slow copy does not starve the reads of the shards it holds.
+PARALLEL_COPIES = 16
+# The connections a store's client keeps open at once: one for every copy at a time, and
+# as many again for what runs beside them (the builder's metadata, a listing, a second
+# reader's copies). A client holding fewer (botocore's default is 10) queues the copies
+# beyond it behind whole shards, and the small requests that the builder's opening waits
+# for behind them all.
+CONNECTIONS = 2 * PARALLEL_COPIES
+
 T = TypeVar("T")
 
 
@@ -139,7 +149,8 @@ class ObjectStore:
     object is copied whole (`get_options`) or uploaded whole (`put_options`). Publishing a
     build (`fast_tfds.building.publishing`) also needs the checksum the store computes of
     an object's bytes (`checksum`), and the same checksum of a local file (`digest`:
-    `local_checksum`).
+    `local_checksum`). `client_options`: what the client is made with, where its defaults
+    do not serve (`client`).
     """
 
     scheme: str  # 'gs': urls are gs://bucket/path
@@ -167,6 +178,7 @@ class ObjectStore:
     noun: str = "store"
     get_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     put_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    client_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def install(self) -> str:
@@ -216,11 +228,11 @@ class ObjectStore:
         return base64.b64encode(digest.digest()).decode("ascii")
 
     def client(self) -> Any:
-        """The fsspec client (fsspec's shared instance in this process); ImportError where
-        its package is not installed."""
+        """The fsspec client (fsspec's shared instance in this process, made with
+        `client_options`); ImportError where its package is not installed."""
         import fsspec
 
-        return fsspec.filesystem(self.scheme)
+        return fsspec.filesystem(self.scheme, **self.client_options)
 
     def installed(self) -> bool:
         """Whether the client's package can be imported, without importing it."""
@@ -319,7 +331,8 @@ GCS = ObjectStore(
 # Amazon S3 (or an S3-compatible store: MinIO, R2, Ceph; AWS_ENDPOINT_URL names it) through
 # s3fs. An object's ETag is its content's MD5 (or, uploaded in parts, the parts') and
 # changes whenever it is rewritten with other bytes; with the size it keys the object's
-# content (a rewrite with the same bytes is the same content).
+# content (a rewrite with the same bytes is the same content). botocore's client holds 10
+# connections unless told (`CONNECTIONS`); gcsfs's and adlfs's aiohttp sessions, 100.
 S3 = ObjectStore(
     scheme="s3",
     package="s3fs",
@@ -329,6 +342,7 @@ S3 = ObjectStore(
     checksum=_asked_sha256,
     digest=hashlib.sha256,
     put_options={"ChecksumAlgorithm": "SHA256"},
+    client_options={"config_kwargs": {"max_pool_connections": CONNECTIONS}},
 )
 # Azure Blob Storage through adlfs (az://CONTAINER/PATH; the account comes with the
 # credentials: AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_CONNECTION_STRING, ...). A blob's
