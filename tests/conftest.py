@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import subprocess
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -16,7 +15,7 @@ from fast_tfds.samples import cats_vs_dogs as cats_archive  # noqa: E402
 from tests import forks  # noqa: E402
 from tests.bucket.emulated import end_shared_servers  # noqa: E402
 from tests.children import TIMEOUT_S  # noqa: E402
-from tests.helpers import TFDS_CLI, child_env, shared_folder  # noqa: E402
+from tests.helpers import TFDS_CLI, run_ok, shared_folder  # noqa: E402
 
 CATS_PER_CLASS = 20
 STANFORD_DUMMY_DATA = stanford_dogs_tfrecord.Builder.code_path.parent / "dummy_data"
@@ -80,24 +79,23 @@ def cats_data_dir(tmp_path_factory, cats_sample):
 
 def _with_array_record(tmp_path_factory, cats_data_dir, name: str, configs: tuple[str, ...]):
     """The shared folder `name`: the builds of `configs` of `cats_data_dir`, each holding
-    TFRecord and ArrayRecord files of the same examples (`tfds convert_format`)."""
+    TFRecord and ArrayRecord files of the same examples (`tfds convert_format`, run as a
+    user runs it, as a fork of a server that has imported TensorFlow: `tests.forks`; with
+    one worker it starts no process of its own)."""
 
     def convert(data):
         for config in configs:
             config_dir = data / "cats_vs_dogs_fast" / config
             shutil.copytree(cats_data_dir / "cats_vs_dogs_fast" / config, config_dir)
             version_dir = config_dir / "1.0.0"
-            done = subprocess.run(
+            run_ok(
                 [
                     *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(version_dir)),
                     *("--out_file_format", "array_record", "--num_workers", "1"),
                 ],
-                capture_output=True,
-                text=True,
-                env=child_env(),
                 timeout=TIMEOUT_S,
+                fork=True,
             )
-            assert done.returncode == 0, done.stderr[-3000:]
             assert sorted(version_dir.glob("*.array_record-*"))
 
     return shared_folder(tmp_path_factory, name, convert)

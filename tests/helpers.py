@@ -59,8 +59,10 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def fast_tfds_cache(*args, cwd: Path | None = None, **env: str) -> str:
-    """`fast-tfds cache ARGS...` in a child process; its stdout, asserting that it succeeded."""
-    done = subprocess.run(
+    """`fast-tfds cache ARGS...` in a child process; its stdout, asserting that it succeeded.
+    The child is a fork of a server that has imported TensorFlow (`tests.forks`): what is
+    checked is what the command prints and removes, not how it starts."""
+    done = forks.run(
         [sys.executable, "-m", "fast_tfds.cli", "cache", *map(os.fspath, args)],
         capture_output=True,
         text=True,

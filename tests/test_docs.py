@@ -11,6 +11,10 @@ A block that cannot run here (a download, a cluster, the test suite itself) is m
 above it with `<!-- snippet: skip REASON -->`. A block that imports a framework this
 environment lacks (torch, jax) is skipped with that reason at run time.
 
+The README's first steps (`SETUP`: make the sample archives, build both datasets, add the
+ArrayRecord files) are the blocks that make that home folder: they run once per test run, in
+the home they make, rather than a second time in each worker's copy of it.
+
 Each python block runs alone in a process of its own, with its own namespace and folder. Most
 are forks of a server that has imported TensorFlow and TFDS (`tests.forks`), so that the
 import is paid once per xdist worker rather than once per block; the blocks that need an
@@ -82,6 +86,18 @@ def blocks_of(page: Path) -> list[Block]:
 BLOCKS = [b for page in PAGES for b in blocks_of(page) if b.language in RUN_LANGUAGES]
 
 
+def _is_setup(block: Block) -> bool:
+    """One of the README's first steps, which make the home folder the other blocks run in:
+    the block that makes the sample archives and builds, and the one that adds ArrayRecord
+    files."""
+    return block.page.name == "README.md" and any(
+        command in block.code for command in ("fast-tfds sample ~/archives", "tfds convert_format")
+    )
+
+
+SETUP = [b for b in BLOCKS if _is_setup(b)]
+
+
 def test_every_skip_marker_gives_a_reason_and_sits_on_a_runnable_block():
     runnable_lines = {(b.page, b.line) for b in BLOCKS}
     problems = []
@@ -119,33 +135,33 @@ def test_the_readme_fits_on_a_few_screens():
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
 
 
+def test_the_readme_setup_blocks_are_found():
+    # The blocks `docs_home` runs: the sample and builds, then the ArrayRecord files.
+    assert [b.language for b in SETUP] == ["bash", "bash"], [b.id for b in SETUP]
+    assert "fast-tfds sample ~/archives" in SETUP[0].code, SETUP[0].id
+    assert "tfds convert_format" in SETUP[1].code, SETUP[1].id
+
+
 @pytest.fixture(scope="session")
 def docs_home(tmp_path_factory) -> Path:
-    """A home folder as the README leaves it: sample archives, both datasets built. The
-    builds are made once per run; each xdist worker's snippets get a copy of their own, as
+    """A home folder as the README leaves it: the README's first steps (`SETUP`) run in it,
+    so sample archives, both datasets built, ArrayRecord files next to their 224 builds'
+    TFRecords. Made once per run; each xdist worker's snippets get a copy of their own, as
     they write into it (caches, downloads)."""
 
     def build(made: Path) -> None:
         env = _env(made)
-        archives = made / "archives"
+        for block in SETUP:
+            _run(block, env, made)
+        # Stanford Dogs' ArrayRecord files too (the README converts only Cats vs Dogs'):
+        # the loader's snippets read both.
+        version_dir = made / "tensorflow_datasets" / "stanford_dogs_tfrecord" / "224" / "1.0.0"
         run_ok(
-            [sys.executable, "-m", "fast_tfds.cli", "sample", str(archives)]
-            + ["--images-per-class", "20", "--dogs-per-breed", "2", "--breeds", "4"],
+            [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
+            + ["--out_file_format", "array_record"],
             env=env,
+            cwd=made,
         )
-        for dataset in ("cats_vs_dogs_fast", "stanford_dogs_tfrecord"):
-            run_ok(
-                [*TFDS_CLI, "build", dataset, "--imports", dataset, "--manual_dir", str(archives)],
-                env=env,
-                cwd=made,
-            )
-            version_dir = made / "tensorflow_datasets" / dataset / "224" / "1.0.0"
-            run_ok(
-                [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
-                + ["--out_file_format", "array_record"],
-                env=env,
-                cwd=made,
-            )
 
     home = tmp_path_factory.mktemp("home")
     shutil.copytree(shared_folder(tmp_path_factory, "docs_home", build), home, dirs_exist_ok=True)
@@ -157,12 +173,20 @@ def docs_home(tmp_path_factory) -> Path:
 def test_snippet_runs(block: Block, docs_home: Path, tmp_path: Path):
     if block.skip is not None:
         pytest.skip(f"marked in the page: {block.skip.strip()}")
-    env = _env(docs_home)
+    if block in SETUP:
+        return  # run, and checked by `_run`, in the home folder it made (`docs_home`)
     if block.language == "python":
         missing = _missing_modules(block.code)
         if missing:
             pytest.skip(f"needs {', '.join(missing)}, which is not installed here")
-        command, cwd = [sys.executable, "-c", block.code], tmp_path
+    _run(block, _env(docs_home), tmp_path)
+
+
+def _run(block: Block, env: dict[str, str], folder: Path) -> None:
+    """Runs `block` as a user would (python blocks from `folder`, bash blocks from the
+    repository root), asserting that it succeeded without Keras' shuffle warning."""
+    if block.language == "python":
+        command, cwd = [sys.executable, "-c", block.code], folder
     else:
         command, cwd = ["bash", "-e", "-c", block.code], REPO
     run = (

@@ -36,9 +36,10 @@ Two checks, for two kinds of mistakes:
 - static: every import statement of every project module, function-level
   ones included (those run later, but they still tie the modules together),
   against the rule below, and the module graph checked for cycles;
-- dynamic: each lower layer imported in a fresh interpreter, then `sys.modules`
-  looked at: this also catches an import made some other way (importlib, a
-  package `__init__` re-export) that the static check cannot see.
+- dynamic: each lower layer imported in a process of its own that has imported only
+  TensorFlow and TFDS (a fork: `loaded_by`), then `sys.modules` looked at: this also
+  catches an import made some other way (importlib, a package `__init__` re-export)
+  that the static check cannot see.
 
 Third-party packages that only an extra (`pip install .[loader]`, `[demo]`,
 `[test]`) installs are read from setup.py: a library module that imports one
@@ -58,6 +59,7 @@ from pathlib import Path
 import pytest
 
 import fast_tfds
+from tests import forks
 from tests.helpers import DATASETS, REPO, child_env, project_modules
 
 # layer -> the layers its modules may import. A dataset package may also import
@@ -281,7 +283,7 @@ def test_the_cycle_check_finds_a_cycle():
     assert cycles(import_graph() | {"fast_tfds.read.options": {"fast_tfds.building.builder"}})
 
 
-# -- dynamic checks: a fresh interpreter per layer ---------------------------------
+# -- dynamic checks: a process per layer -----------------------------------------
 
 _LOADED = """
 import importlib, json, sys
@@ -295,7 +297,12 @@ print(json.dumps({"loaded": sorted(sys.modules), "added": sorted(set(sys.modules
 
 
 def loaded_by(module: str) -> dict[str, list[str]]:
-    done = subprocess.run(
+    """What importing `module` loads, after TensorFlow and TFDS. In a fork of a server that
+    has imported those two and a few standard modules, nothing of ours (`tests.forks`): it
+    loads what a new interpreter loads after the same two imports, and counts as added what
+    that one would (the server's standard modules are none of a layer's, an extra's or
+    Beam's), without importing TensorFlow again for each layer."""
+    done = forks.run(
         [sys.executable, "-c", _LOADED, module],
         capture_output=True,
         text=True,

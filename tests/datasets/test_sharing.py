@@ -30,7 +30,8 @@ def shared_cats(tmp_path_factory, cats_sample):
             *(*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
             *("--manual_dir", os.fspath(manual_dir), "--config", "224"),
             *("--data_dir", os.fspath(build_dir), "--publish_dir", os.fspath(shared)),
-        ]
+        ],
+        fork=True,  # a one-process build: a fork of a server that has imported TensorFlow
     )
     shutil.rmtree(build_dir)
     return shared, counts["expected_examples"]

@@ -184,7 +184,8 @@ def test_tfds_build_with_max_examples_per_split_gives_that_many_per_split(big_sa
             *(*TFDS_CLI, "build", "stanford_dogs_tfrecord", "--imports", "stanford_dogs_tfrecord"),
             *("--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)),
             *("--config", "224", "--max_examples_per_split", str(MAX_EXAMPLES)),
-        ]
+        ],
+        fork=True,  # a one-process build: a fork of a server that has imported TensorFlow
     )
     builder = tfds.builder("stanford_dogs_tfrecord", config="224", data_dir=tmp_path)
     for split in ("train", "test"):

@@ -1,5 +1,9 @@
 """The real `tfds build` CLI and `tfds.load`, as users run them (the offline demo runs in
-tests/reliability/test_startup.py, where its start-up is checked to be quiet)."""
+tests/reliability/test_startup.py, where its start-up is checked to be quiet).
+
+Each `tfds build` runs as a fork of a server that has imported TensorFlow and TFDS
+(`tests.forks`): what is checked is what the build writes and logs, which TensorFlow's
+import does not change, and a build of one process starts none of its own."""
 
 import os
 from pathlib import Path
@@ -36,7 +40,8 @@ def test_tfds_build_with_imports_clamps_shards_for_tiny_builds(cats_sample, tmp_
             "224",
             "--max_examples_per_split",
             str(MAX_EXAMPLES),
-        ]
+        ],
+        fork=True,
     )
     assert "from the manual dir" in output and "not checked" in output
     # MIN_SHARDS_PER_SPLIT wanted, clamped to the examples.
@@ -59,7 +64,8 @@ def test_tfds_build_from_the_dataset_folder(cats_sample, tmp_path):
             os.fspath(tmp_path),
             "--config",
             "original",
-        ]
+        ],
+        fork=True,
     )
     # TFDS's size rule gives 1 shard for this tiny sample; ours at least 16.
     assert counts["expected_examples"] >= MIN_SHARDS_PER_SPLIT
@@ -86,7 +92,8 @@ def test_a_build_of_both_configs_says_each_notice_once(cats_sample, tmp_path):
     manual_dir, _ = cats_sample
     output = run_ok(
         [*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
-        + ["--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)]
+        + ["--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)],
+        fork=True,
     )
     assert shard_files(tmp_path, "224") and shard_files(tmp_path, "original")
     lines = output.splitlines()

@@ -1,6 +1,8 @@
 """Both builders write ArrayRecord (`tfds build --file_format array_record`), and a
 TFRecord build gains ArrayRecord files next to its TFRecords (`tfds convert_format`),
-so that one folder serves tf.data and random-access readers."""
+so that one folder serves tf.data and random-access readers. The `tfds` commands run as
+forks of a server that has imported TensorFlow (`tests.forks`): a one-process build or
+conversion starts no process of its own, and what is checked is what it writes."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from fast_tfds.cli import verify
 from stanford_dogs_tfrecord.stanford_dogs_tfrecord_dataset_builder import Builder as DogsBuilder
 from tests.datasets import test_stanford_dogs_builder
 from tests.datasets.test_cats_vs_dogs_builder import EXPECTED_TRAIN as CATS_DUMMY_TRAIN
-from tests.helpers import TFDS_CLI, not_collected
+from tests.helpers import TFDS_CLI, not_collected, run_ok
 
 
 class ArrayRecordChecks:
@@ -77,23 +78,17 @@ class StanfordDogsArrayRecordTest(ArrayRecordChecks, tfds.testing.DatasetBuilder
     SPLITS = test_stanford_dogs_builder.StanfordDogsTfrecordTest.SPLITS
 
 
-def run(command):
-    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    return done.stdout + done.stderr
-
-
 def test_tfds_build_cli_writes_at_least_16_array_record_shards_and_the_skips(
     cats_sample, cats_builder, tmp_path
 ):
     manual_dir, counts = cats_sample
-    run(
+    run_ok(
         [
             *(*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"),
             *("--manual_dir", os.fspath(manual_dir), "--data_dir", os.fspath(tmp_path)),
             *("--config", "224", "--file_format", "array_record"),
-        ]
+        ],
+        fork=True,
     )
     folder = tmp_path / "cats_vs_dogs_fast" / "224" / "1.0.0"
     shards = sorted(folder.glob("cats_vs_dogs_fast-train.array_record-*"))
@@ -112,11 +107,12 @@ def test_tfds_build_cli_writes_at_least_16_array_record_shards_and_the_skips(
 def test_convert_format_adds_array_record_files_next_to_the_tfrecords(cats_builder, tmp_path):
     folder = tmp_path / "cats_vs_dogs_fast" / "224" / "1.0.0"
     shutil.copytree(cats_builder.data_dir, folder)
-    run(
+    run_ok(
         [
             *(*TFDS_CLI, "convert_format", "--dataset_version_dir", os.fspath(folder)),
             *("--out_file_format", "array_record", "--num_workers", "1"),
-        ]
+        ],
+        fork=True,
     )
     tfrecords = sorted(folder.glob("*.tfrecord-*"))
     array_records = sorted(folder.glob("*.array_record-*"))
