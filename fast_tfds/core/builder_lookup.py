@@ -51,7 +51,6 @@ def load_builder(
     """
     check_readable_location("data_dir", data_dir)
     check_readable_location("builder_dir", builder_dir)
-    name, config = name_and_config(name, config)
     folder = version_folder(name, data_dir=data_dir, config=config, builder_dir=builder_dir)
 
     def not_in_store(why: Exception) -> DatasetNotBuilt:
@@ -203,7 +202,9 @@ def check_readable_location(argument: str, path: str | os.PathLike | None) -> No
 def name_and_config(name: str, config: str | None) -> tuple[str, str | None]:
     """(dataset, config) of `name` written as TFDS writes it ('cats_vs_dogs_fast/224',
     as `tfds.load` takes it) and `config`; a one-line ValueError where the two name
-    different configs, or the name asks for a version (a data dir holds one per config)."""
+    different configs, or the name asks for a version (a data dir holds one per config).
+    The front doors split a name here first: the dataset's hook, its version folder and
+    `load_builder` all take the dataset's name alone."""
     if not isinstance(name, str) or ("/" not in name and ":" not in name):
         return name, config
     try:

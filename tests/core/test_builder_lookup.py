@@ -25,12 +25,19 @@ def test_a_built_dataset_and_its_version_folder_give_the_same_builder(cats_data_
     )
 
 
+def looked_up(name: str, config: str | None = None, **arguments):
+    """The builder as both front doors find it: the name split (`name_and_config`), then
+    `load_builder`."""
+    name, config = builder_lookup.name_and_config(name, config)
+    return builder_lookup.load_builder(name, config=config, **arguments)
+
+
 def test_a_config_in_the_name_reads_that_config_as_tfds_load_does(cats_data_dir):
-    builder = builder_lookup.load_builder(
+    builder = looked_up(
         "cats_vs_dogs_fast/original", data_dir=cats_data_dir, download_and_prepare=False
     )
     assert builder.info.full_name == "cats_vs_dogs_fast/original/1.0.0"
-    same = builder_lookup.load_builder(
+    same = looked_up(
         "cats_vs_dogs_fast/original",
         data_dir=cats_data_dir,
         config="original",
@@ -91,7 +98,7 @@ def test_no_version_folder_where_the_builder_would_say_or_search(arguments):
 )
 def test_bad_arguments_are_one_line_value_errors(arguments, start):
     with pytest.raises(ValueError) as excinfo:
-        builder_lookup.load_builder(**arguments)
+        looked_up(**arguments)
     message = str(excinfo.value)
     assert message.startswith(start) and "\n" not in message, message
 
