@@ -8,9 +8,11 @@ in a new process. Backends that are not installed are skipped (torch is not, her
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 
+from tests.helpers import shared_folder
 from tests.loader.new_process import run
 
 
@@ -30,11 +32,24 @@ BACKENDS = [
 needs_jax = pytest.mark.skipif(not installed("jax"), reason="needs jax, which is not installed")
 
 
+def full_fit(backend: str, cats_array_record_dir, tmp_path_factory) -> dict:
+    """The RESULT of an uninterrupted 3-epoch fit on `backend`, run once per test run: the
+    first test here checks it, and the resumed runs' test compares their batches with the
+    jax one's (the same run, which would otherwise start a second interpreter)."""
+
+    def make(folder):
+        result = run("fit", cats_array_record_dir, folder, "full", backend)
+        (folder / "result.json").write_text(json.dumps(result))
+
+    folder = shared_folder(tmp_path_factory, f"keras_full_fit_{backend}", make)
+    return json.loads((folder / "result.json").read_text())
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_keras_fits_one_pass_per_epoch_and_epoch_k_is_data_epoch_k(
-    cats_array_record_dir, tmp_path, backend
+    cats_array_record_dir, tmp_path_factory, backend
 ):
-    result = run("fit", cats_array_record_dir, tmp_path, "full", backend)
+    result = full_fit(backend, cats_array_record_dir, tmp_path_factory)
     per_epoch = len(result["plain"]) // 3
     # After Keras' epoch k, the loader had completed k + 1 passes, and the model had
     # trained on exactly those batches: the shape reads replayed nothing, skipped nothing.
@@ -61,9 +76,9 @@ def test_keras_validates_predicts_and_evaluates_in_record_order(
 
 @needs_jax
 def test_a_resumed_keras_run_gets_the_batches_of_an_uninterrupted_one(
-    cats_array_record_dir, tmp_path
+    cats_array_record_dir, tmp_path, tmp_path_factory
 ):
-    full = run("fit", cats_array_record_dir, tmp_path / "full", "full")["batches"]
+    full = full_fit("jax", cats_array_record_dir, tmp_path_factory)["batches"]
     per_epoch = len(full) // 3
     stopped = run("fit", cats_array_record_dir, tmp_path / "backup", "stopped")
     assert stopped["batches"] == full[: 2 * per_epoch]
