@@ -154,13 +154,15 @@ def docs_home(tmp_path_factory) -> Path:
         for block in SETUP:
             _run(block, env, made)
         # Stanford Dogs' ArrayRecord files too (the README converts only Cats vs Dogs'):
-        # the loader's snippets read both.
+        # the loader's snippets read both. Not a README step, so a fork of the worker's
+        # server (`tests.forks`, with the run's environment: the folder is named, so HOME
+        # plays no part) rather than an interpreter that imports TensorFlow again.
         version_dir = made / "tensorflow_datasets" / "stanford_dogs_tfrecord" / "224" / "1.0.0"
         run_ok(
             [*TFDS_CLI, "convert_format", "--dataset_version_dir", str(version_dir)]
-            + ["--out_file_format", "array_record"],
-            env=env,
+            + ["--out_file_format", "array_record", "--num_workers", "1"],
             cwd=made,
+            fork=True,
         )
 
     home = tmp_path_factory.mktemp("home")
