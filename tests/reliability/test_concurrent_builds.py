@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from fast_tfds.cli import verify
-from tests.children import Child
+from tests.forks import ForkedChild
 from tests.reliability.held_builds import ENV, HELD, build_command, held_build
 
 
@@ -25,7 +25,10 @@ def test_two_builds_at_once_both_succeed_and_leave_one_complete_dataset(cats_sam
     second = None
     try:
         seen = [first.until(HELD), ""]
-        second = Child(
+        # The second, a fork of a server that has imported TensorFlow (`tests.forks`): what
+        # is checked is that it waits for the lock and then reuses the dataset, not how an
+        # interpreter starts (the first, held by its `sitecustomize`, needs one of its own).
+        second = ForkedChild(
             build_command(manual_dir, data_dir, "224"), stderr=subprocess.STDOUT, env=ENV
         )
         seen[1] = second.until("waiting for it to finish")
