@@ -25,6 +25,7 @@ import tensorflow_datasets as tfds
 import stanford_dogs_tfrecord
 from fast_tfds.building import archive_sources, downloads
 from fast_tfds.building.archive_sources import DownloadFailedError, SourceChecksumError
+from tests import forks
 from tests.helpers import TFDS_CLI
 from tests.reliability.local_http import LocalServer, closed_port, proxy_env
 
@@ -221,7 +222,9 @@ def test_a_server_that_never_answers_fails_the_tfds_build_in_one_line(tmp_path, 
     env = {**ENV, **proxy_env(proxy.url), downloads.TIMEOUT_ENV: "1"}
     command = [*TFDS_CLI, "build", "stanford_dogs_tfrecord", "--imports", "stanford_dogs_tfrecord"]
     command += ["--data_dir", os.fspath(tmp_path / "data"), "--config", "224"]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    # A fork of a server that has imported TensorFlow (`tests.forks`): the proxy and the
+    # timeout are read as the build downloads, not as the interpreter starts.
+    done = forks.run(command, capture_output=True, text=True, env=env, timeout=300)
 
     output = done.stdout + done.stderr
     assert done.returncode == 1, output[-3000:]
