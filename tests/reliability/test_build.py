@@ -1,12 +1,16 @@
 """Builds that go wrong: killed part-way, hostile archive member names. Real `tfds build`
-processes, real archives. (Downloads that go wrong: test_downloads.py.)"""
+processes, real archives. (Downloads that go wrong: test_downloads.py.)
+
+A build that is held, killed or interrupted runs in an interpreter of its own (its hold is a
+`sitecustomize`, and signals are what is tested); the others (a rerun, a build that fails on
+its archive) are forks of a server that has imported TensorFlow (`tests.forks`): what is
+checked is what they write, remove and print, not how an interpreter starts."""
 
 from __future__ import annotations
 
 import io
 import os
 import signal
-import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -21,7 +25,8 @@ from fast_tfds.cli import verify
 from fast_tfds.samples import cats_vs_dogs as cats_archive
 from fast_tfds.samples import photos
 from fast_tfds.samples import stanford_dogs as dogs_sample
-from tests.helpers import TFDS_CLI
+from tests import forks
+from tests.helpers import TFDS_CLI, run_ok
 from tests.reliability.held_builds import ENV, HELD, build_command, held_build
 
 # -- an interrupted build ---------------------------------------------------------
@@ -61,10 +66,7 @@ def test_a_killed_build_leaves_nothing_that_reads_as_built_and_a_rerun_completes
         tfds.load("cats_vs_dogs_fast/original", data_dir=data_dir, download=False)
 
     # The same command again, with the leftover folder still there.
-    done = subprocess.run(
-        build_command(manual_dir, data_dir), capture_output=True, text=True, env=ENV, timeout=300
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run_ok(build_command(manual_dir, data_dir), env=ENV, fork=True)
     builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
     assert builder.is_prepared()
     assert builder.info.splits["train"].num_examples == counts["expected_examples"]
@@ -100,10 +102,7 @@ def test_ctrl_c_during_tfds_build_is_one_line_and_leaves_nothing_it_made(tmp_pat
     assert not (data_dir / "cats_vs_dogs_fast").exists(), sorted(data_dir.rglob("*"))
 
     # What the line says: the same command again builds it.
-    done = subprocess.run(
-        build_command(manual_dir, data_dir), capture_output=True, text=True, env=ENV, timeout=300
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run_ok(build_command(manual_dir, data_dir), env=ENV, fork=True)
     builder = tfds.builder("cats_vs_dogs_fast", config="original", data_dir=data_dir)
     assert builder.info.splits["train"].num_examples == counts["expected_examples"]
 
@@ -120,7 +119,7 @@ def test_a_failed_build_removes_what_it_made_and_only_that(tmp_path):
     command = [*TFDS_CLI, "build", "cats_vs_dogs_fast", "--imports", "cats_vs_dogs_fast"]
     command += ["--config", "224", "--manual_dir", os.fspath(manual_dir)]
     command += ["--data_dir", os.fspath(data_dir)]
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    done = forks.run(command, capture_output=True, text=True, env=ENV, timeout=300)
     assert done.returncode == 1, (done.stdout + done.stderr)[-3000:]
     assert "is not a zip archive" in done.stderr.strip().splitlines()[-1]
 
@@ -136,7 +135,7 @@ def test_a_failed_build_removes_what_it_made_and_only_that(tmp_path):
     # With nothing there before, the dataset's folder goes too.
     other = tmp_path / "other"
     command[command.index("--data_dir") + 1] = os.fspath(other)
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    done = forks.run(command, capture_output=True, text=True, env=ENV, timeout=300)
     assert done.returncode == 1, (done.stdout + done.stderr)[-3000:]
     assert not (other / "cats_vs_dogs_fast").exists(), sorted(other.rglob("*"))
 
