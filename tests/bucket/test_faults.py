@@ -74,20 +74,20 @@ def assert_right_examples(outputs, truth: Truth) -> None:
     assert not collections.Counter(outputs) - expected, "an example not in the split"
 
 
-def start(bucket, kind: str, **env):
+def start(bucket, kind: str, own_interpreter: bool = False, **env):
+    """The read of `kind` in a child: a fork of a server that has imported TensorFlow
+    where its code allows (`tests.forks`; the TensorFlow client's kind blocks gcsfs, and
+    so has an interpreter of its own), or one of its own with `own_interpreter`."""
     bucket.proxy.reset()  # The requests of this read only.
     settings = {**FAIL_FAST, **env}
     code, args = READ, ()
     if kind == "dataset-tf-client":
         code, args = BLOCK_PACKAGES + READ, ["gcsfs"]
-    # An interpreter of its own, not a fork (`tests.forks`): these reads end by what the
-    # store's client does when its connections fail, and in a fork the bucket gone
-    # mid-epoch ended the read without a request failing at the proxy (5 runs of 5).
     return reads.start(
         bucket,
         code,
         args=args,
-        own_interpreter=True,
+        own_interpreter=own_interpreter,
         KIND=kind,
         GS_DIR=bucket.url(PREFIX[kind]),
         **settings,
@@ -174,7 +174,12 @@ def test_a_bucket_gone_mid_epoch_ends_the_read_with_an_object_named(
     # The read timeout set short (FAIL_FAST's is for reads that must not fail): the shard
     # copies' client retries a dropped connection for longer than it, so the test waits
     # it out.
-    child = start(own_bucket, kind, PAUSE="1", FAST_TFDS_BUCKET_READ_TIMEOUT_S="8")
+    # An interpreter of its own, not a fork (`tests.forks`): this read ends by what the
+    # store's client does when its connections fail, and in a fork the bucket gone
+    # mid-epoch ended the read without a request failing at the proxy (5 runs of 5).
+    child = start(
+        own_bucket, kind, own_interpreter=True, PAUSE="1", FAST_TFDS_BUCKET_READ_TIMEOUT_S="8"
+    )
     child.until("FIRST\n", BOUND_S)
     own_bucket.emulator.stop()
     own_bucket.proxy.release.set()
