@@ -16,4 +16,8 @@ fi
 ruff check .
 ruff format --check .
 # --durations=25: the slowest tests at the end of every run, so the next slow one is seen.
-exec python -m pytest -n auto --durations=25 "$@"
+# --dist worksteal: each worker starts on a contiguous half of the tests (a module's tests
+# stay together, so a folder that `tests.helpers.shared_folder` makes is rarely waited for
+# by the other worker meanwhile), and a worker that runs out takes half of what the other
+# has left, so neither idles while the other works through its queue.
+exec python -m pytest -n auto --dist worksteal --durations=25 "$@"
