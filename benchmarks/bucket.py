@@ -43,7 +43,8 @@ also `as_fast_dataset@base` and `as_fast_loader@base`: the same reads by that tr
 (its PYTHONPATH and working directory), each beside this tree's in every round (this
 tree's first in odd rounds, the baseline's in even ones), and the ratio of this tree's
 rate to it (per round and the median). With `--phases`, each round's line adds when the
-opening call returned and when the first batch came (seconds from the opening call).
+opening call returned and when the first batch came (seconds from the opening call), and,
+from the bucket, when the shards' whole-object copies started and the last one landed.
 
 Beside each row: its CPU seconds, of the pipeline's process over the timed epoch and of
 the emulator's and the proxy's (this process's threads) over the child's run, to tell
@@ -101,6 +102,23 @@ _CHILD = textwrap.dedent(
     # metadata through TensorFlow where it is installed, and its import is not the bucket's.
     import tensorflow as tf
     import cats_vs_dogs_fast
+    # When each whole-object copy started and landed (the DEBUG records of
+    # fast_tfds.cache.remote.copies' `timeline`, whose name and `PHASE` the parent wrote
+    # here: importing it now would take its import out of the timed call), in seconds
+    # from the opening call, for --phases. A baseline tree's code may give none.
+    import logging
+    copy_times = {"started": [], "landed": []}
+
+    class CopyTimes(logging.Handler):
+        def emit(self, record):
+            phase = getattr(record, "COPY_PHASE", None)
+            if phase in copy_times:
+                copy_times[phase].append(time.perf_counter() - start)
+
+    timeline = logging.getLogger("COPY_TIMELINE")
+    timeline.addHandler(CopyTimes())
+    timeline.setLevel(logging.DEBUG)
+    timeline.propagate = False
     start, cpu = time.perf_counter(), time.process_time()
     if pipeline.startswith("as_fast_loader"):
         # "as_fast_loader:16": with num_threads=16.
@@ -123,8 +141,11 @@ _CHILD = textwrap.dedent(
         first = time.perf_counter() - start if first is None else first
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     import fast_tfds
+    copies = [min(copy_times["started"]), max(copy_times["landed"]),
+              len(copy_times["landed"])] if copy_times["landed"] else None
     print(json.dumps({"n": n, "seconds": seconds, "cpu": cpu, "opened": opened,
-                      "first": first, "code": fast_tfds.__file__}), flush=True)
+                      "first": first, "copies": copies, "code": fast_tfds.__file__}),
+          flush=True)
     """
 ).replace("BATCH", str(BATCH))
 
@@ -267,10 +288,14 @@ def epoch_one(
     pipeline named "NAME@base"): {"rate": examples/s, "seconds": its wall time, "opened",
     "first": seconds to the opening call's return and to the first batch, "cpu":
     {"pipeline", "emulator", "proxy"}: CPU seconds of each process}."""
+    from fast_tfds.cache.remote import copies
+
     tree = baseline if pipeline.endswith("@base") else None
+    child = _CHILD.replace("COPY_TIMELINE", copies.timeline.name)
+    child = child.replace("COPY_PHASE", copies.PHASE)
     with CpuMeter(bucket) as meter:
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD, pipeline, data_dir],
+            [sys.executable, "-c", child, pipeline, data_dir],
             capture_output=True,
             text=True,
             env=child_env({**env, **block_env(pipeline)}, tree),
@@ -291,15 +316,21 @@ def epoch_one(
         "seconds": result["seconds"],
         "opened": result["opened"],
         "first": result["first"],
+        "copies": result.get("copies"),  # None from a baseline tree without the records
         "cpu": cpu,
     }
 
 
 def phase_words(found: dict, phases: bool) -> str:
-    """With --phases: when the opening call returned and the first batch came."""
+    """With --phases: when the opening call returned and the first batch came, and when
+    the shards' whole-object copies (a bucket's) started and the last one landed."""
     if not phases:
         return ""
-    return f", opened at {found['opened']:.2f} s, first batch at {found['first']:.2f} s"
+    words = f", opened at {found['opened']:.2f} s, first batch at {found['first']:.2f} s"
+    if found.get("copies"):
+        first, last, count = found["copies"]
+        words += f", {count} copies from {first:.2f} s to {last:.2f} s"
+    return words
 
 
 def cpu_words(found: dict) -> str:
@@ -378,7 +409,8 @@ def main(argv=None, prog: str = "python -m benchmarks bucket") -> None:
     parser.add_argument(
         "--phases",
         action="store_true",
-        help="each round's line adds when the opening call returned and the first batch came",
+        help="each round's line adds when the opening call returned and the first batch came "
+        "(and, from a bucket, when the shards' copies started and the last one landed)",
     )
     args = parser.parse_args(argv)
     args.persist = args.persist or args.persist_only

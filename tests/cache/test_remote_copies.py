@@ -207,3 +207,28 @@ def test_closed_copies_stop_and_their_folder_goes(bucket, monkeypatch):
         time.sleep(0.01)
     assert not os.path.exists(folder)
     assert sorted(bucket.started) == [name(0), name(1)]
+
+
+def test_each_download_is_a_started_and_a_landed_record(bucket, caplog):
+    """The copies' timeline (`copies.timeline`, DEBUG): a record as each download starts and
+    one as it lands, naming the object; a failed one never lands."""
+    bucket.errors[name(1)] = OSError("gone")
+    copies = ObjectCopies(GCS, FILES[:3], timeout_s=WAIT_S)
+    with caplog.at_level("DEBUG", logger=remote_copies.timeline.name):
+        for k in range(3):
+            copies.start(k)
+        copies.wait(0), copies.wait(2)
+        with pytest.raises(BucketReadError):
+            copies.wait(1)
+    marks = sorted(
+        (r.args[0], getattr(r, remote_copies.PHASE))
+        for r in caplog.records
+        if hasattr(r, remote_copies.PHASE)
+    )
+    assert marks == [
+        (FILES[0], "landed"),
+        (FILES[0], "started"),
+        (FILES[1], "started"),
+        (FILES[2], "landed"),
+        (FILES[2], "started"),
+    ]

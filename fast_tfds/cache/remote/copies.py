@@ -95,6 +95,12 @@ from fast_tfds.cache.remote.object_stores import (
 
 FOLDER_PREFIX = "fast_tfds-shards-"
 
+# Each download of a copy, as it starts and as it lands, is a DEBUG record of this logger
+# whose attribute `PHASE` says which ("started", "landed"): where a first batch waits,
+# its timeline (the bucket benchmark's --phases) shows whether it waits for the copies.
+timeline = logging.getLogger("fast_tfds.copies")
+PHASE = "fast_tfds_copy"
+
 
 class CopiesClosed(Exception):
     """Raised in a copy's download when its `ObjectCopies` was closed (it stops there)."""
@@ -232,12 +238,14 @@ class ObjectCopies:
             self._progress = time.monotonic()
             if not os.path.exists(local):  # another process's copy, complete
                 partial = f"{local}.{os.getpid()}.{threading.get_ident()}.partial"
+                timeline.debug("copying %s", path, extra={PHASE: "started"})
                 try:
                     self.store.get_file(self.store.key(path), partial, self._piece)
                     os.replace(partial, local)
                 finally:
                     if os.path.exists(partial):
                         os.remove(partial)
+                timeline.debug("copied %s", path, extra={PHASE: "landed"})
             copy.set_result(local if self.opener is None else self.opener(local))
         except BaseException as error:  # noqa: BLE001  (raised in the readers)
             if isinstance(error, OSError) and error.errno == errno.ENOSPC:
