@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -145,3 +146,15 @@ for name in sorted(BLOCKED):
     else:
         raise SystemExit(f"{name} is importable: the test proves nothing")
 """
+
+
+def written_out(backing, timeout: float = 120) -> None:
+    """Waits until the persistent file a fill writes (`persisted.FileFill`) is written out.
+    A reader's last batch may come before the fill's last block has told the file that it
+    is complete (a read thread writes that block, e.g. a partial one left out of the
+    batches): the writer is joined once it exists."""
+    deadline = time.monotonic() + timeout
+    while backing.writing is None:
+        assert time.monotonic() < deadline, "the fill never told its file it was complete"
+        time.sleep(0.01)
+    backing.writing.join(timeout=max(0.0, deadline - time.monotonic()))

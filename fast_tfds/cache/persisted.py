@@ -568,11 +568,14 @@ class FileFill(memory.Backing):
         thread is not a daemon: a process that ends normally finishes the file first."""
         if self._fd is None:
             return
-        self.writing = threading.Thread(
+        writing = threading.Thread(
             target=self._finish, args=(arrays, replace), name="fast_tfds persist", daemon=False
         )
-        _WRITING.add(self.writing)
-        self.writing.start()
+        writing.start()
+        # Published once started: another thread that finds it (a reader whose last batch
+        # came before the fill's last block was told) can join it.
+        _WRITING.add(writing)
+        self.writing = writing
 
     def _new_file(self) -> dict[str, np.ndarray]:
         """A new temporary file beside the final one, locked and with every block

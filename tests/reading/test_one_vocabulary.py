@@ -20,6 +20,7 @@ from fast_tfds.augment.spec import Augment
 from fast_tfds.cache import persisted
 from fast_tfds.loader.options import LoaderOptions
 from fast_tfds.read.options import ReadOptions
+from tests.helpers import written_out
 from tests.reading import backends
 
 # The concepts both back ends have: one name each, in both classes.
@@ -260,7 +261,7 @@ def test_auto_with_workers_serves_a_persisted_file_or_reads_without_a_cache(
     first = [np.asarray(x).copy() for x, _ in filler]
     backing = filler.cache.backing  # The file is written out in a thread of its own.
     assert isinstance(backing, persisted.FileFill)
-    backing.writing.join(timeout=120)
+    written_out(backing)
     assert backing.persisted
     served = loader.open(num_workers=2, **common)
     assert served.cache_bytes > 0

@@ -24,7 +24,7 @@ import tensorflow_datasets as tfds
 from fast_tfds.augment.spec import Augment
 from fast_tfds.cache.persisted import FileFill
 from fast_tfds.read import records
-from tests.helpers import child_env, run_ok
+from tests.helpers import child_env, run_ok, written_out
 from tests.loader.new_process import run
 from tests.pairs import digest
 from tests.reading.augmented import expected_images
@@ -135,7 +135,7 @@ def test_a_persistent_file_a_shuffled_run_filled_serves_the_record_order(
     if backend.name == "loader":
         backing = shuffled.cache.backing  # worker processes below map the file whole
         assert isinstance(backing, FileFill)
-        backing.writing.join(timeout=120)
+        written_out(backing)
         assert backing.persisted
     persisted(tmp_path)  # written out by a thread of its own once the fill completes
     # Without the index the shuffled run had: served from the same file (nothing
