@@ -25,6 +25,7 @@ from fast_tfds.cache import pictures as store
 from fast_tfds.core import jpeg_blocks
 from stanford_dogs_tfrecord import crops
 from tests.augment import test_spec
+from tests.helpers import written_out
 from tests.pairs import digest
 from tests.reading import conftest as reading_fixtures
 from tests.reading.augmented import JITTER, expected_images, grain_order
@@ -294,8 +295,8 @@ def test_shards_persist_apart_and_each_serves_its_own_examples(
             for image, label in zip(images, labels, strict=True)
         )
         backing = loader.cache.backing  # The file is written out in a thread of its own.
-        if isinstance(backing, persisted.FileFill) and backing.writing is not None:
-            backing.writing.join(timeout=60)
+        if isinstance(backing, persisted.FileFill):
+            written_out(backing)
         return out
 
     filled = [epoch(0), epoch(1)]
