@@ -217,7 +217,8 @@ def test_each_download_is_a_started_and_a_landed_record(bucket, caplog):
     with caplog.at_level("DEBUG", logger=remote_copies.timeline.name):
         for k in range(3):
             copies.start(k)
-        copies.wait(0), copies.wait(2)
+        copies.wait(0)
+        copies.wait(2)
         with pytest.raises(BucketReadError):
             copies.wait(1)
     marks = sorted(
