@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.data.ops import map_op
 
 from fast_tfds.core import shares
 from fast_tfds.core.passes import PassClock
@@ -105,24 +106,20 @@ def repeat_epochs(
             batch = reading.mix_batch(tag[0], position, batch)
         return tag, (position, batch)
 
+    def delivered(epoch, position, stop) -> np.int64:
+        """Tells the clock of a delivered batch that ends a pass, or the iteration (one
+        that started mid-epoch: `stop`); the other batches change nothing."""
+        epoch, position = int(epoch), int(position)
+        if position == per_epoch - 1:
+            clock.completed(epoch)
+        elif position == int(stop) - 1:
+            clock.set_epoch(epoch, position + 1)
+        return np.int64(0)
+
     @NO_AUTOGRAPH
     def deliver(tag, numbered):
         (epoch, stop), (position, batch) = tf.unstack(tag), numbered
-        ends_iteration = position == stop - 1
-
-        def delivered(epoch, position):
-            epoch, position = int(epoch), int(position)
-            if position == per_epoch - 1:
-                clock.completed(epoch)
-            else:  # The end of an iteration that started mid-epoch.
-                clock.set_epoch(epoch, position + 1)
-            return np.int64(0)
-
-        done = tf.cond(
-            tf.logical_or(position == per_epoch - 1, ends_iteration),
-            lambda: tf.numpy_function(delivered, [epoch, position], tf.int64, stateful=True),
-            lambda: tf.constant(0, tf.int64),
-        )
+        done = tf.numpy_function(delivered, [epoch, position, stop], tf.int64, stateful=True)
         with tf.control_dependencies([done]):
             return tf.nest.map_structure(tf.identity, batch)
 
@@ -132,7 +129,13 @@ def repeat_epochs(
     ds = tf.data.Dataset.from_tensors(0).flat_map(passes).flat_map(one_epoch)
     if serve is not None or reading.mix_batch is not None:
         ds = ds.map(served, num_parallel_calls=AUTOTUNE, deterministic=reading.order.deterministic)
-    ds = ds.prefetch(AUTOTUNE).map(deliver)
+    # The delivery runs on the caller's thread, after the prefetch, in TensorFlow's
+    # single-threaded executor (a private option of tf.data's map): the default executor
+    # hands the step's few ops to other threads at every batch, which cost served epochs
+    # more than a NumPy call per batch does (docs/design.md, "Figures behind the code").
+    ds = map_op._MapDataset(
+        ds.prefetch(AUTOTUNE), deliver, use_inter_op_parallelism=False, preserve_cardinality=True
+    )
     if reading.service_address is None or reading.service_sharding == "dynamic":
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality(reading)))
     tf_options = tf.data.Options()
