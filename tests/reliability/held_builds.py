@@ -8,6 +8,7 @@ test's, outside it, so a test never depends on how fast a build runs."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -63,4 +64,13 @@ def held_build(
     (hold_dir / "sitecustomize.py").write_text(hold)
     path = os.pathsep.join(p for p in (os.fspath(hold_dir), ENV.get("PYTHONPATH")) if p)
     command = build_command(manual_dir, data_dir, config)
-    return Child(command, stderr=subprocess.STDOUT, env={**ENV, "PYTHONPATH": path})
+    # Started as from a terminal, where Ctrl-C ends a program: SIGINT at its default. A
+    # suite launched in the background of a shell without job control (`cmd &` in a
+    # script) ignores SIGINT, every child inherits that, and Python then installs no
+    # KeyboardInterrupt handler: the held build would ignore the test's signal.
+    return Child(
+        command,
+        stderr=subprocess.STDOUT,
+        env={**ENV, "PYTHONPATH": path},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
