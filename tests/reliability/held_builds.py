@@ -8,7 +8,6 @@ test's, outside it, so a test never depends on how fast a build runs."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,12 @@ from tests.helpers import TFDS_CLI
 ENV = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 HELD = "held by the test after reading members"
 _HOLD = f"""
-import os, sys, time, zipfile
+import os, signal, sys, time, zipfile
+
+# Ctrl-C as from a terminal: a suite started in the background of a shell without job
+# control (`cmd &` in a script) ignores SIGINT, every child inherits that, and Python then
+# installs no KeyboardInterrupt handler: the held build would ignore the test's signal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _read, _count, _said = zipfile.ZipFile.read, [0], []
 
@@ -64,13 +68,4 @@ def held_build(
     (hold_dir / "sitecustomize.py").write_text(hold)
     path = os.pathsep.join(p for p in (os.fspath(hold_dir), ENV.get("PYTHONPATH")) if p)
     command = build_command(manual_dir, data_dir, config)
-    # Started as from a terminal, where Ctrl-C ends a program: SIGINT at its default. A
-    # suite launched in the background of a shell without job control (`cmd &` in a
-    # script) ignores SIGINT, every child inherits that, and Python then installs no
-    # KeyboardInterrupt handler: the held build would ignore the test's signal.
-    return Child(
-        command,
-        stderr=subprocess.STDOUT,
-        env={**ENV, "PYTHONPATH": path},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    return Child(command, stderr=subprocess.STDOUT, env={**ENV, "PYTHONPATH": path})
