@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fast_tfds.cache import housekeeping
+from fast_tfds.cache import housekeeping, memory
 
 PREFIX = "arena-"
 SUFFIX = ".rows"
@@ -51,7 +51,8 @@ def check_room(folder: Path, need: int) -> None:
     housekeeping.remove_leftovers(folder, ROWS)
     free = housekeeping.short_of_room(folder, need)
     if free is not None:
-        raise NotEnoughRoom(f"the cache needs {_gib(need)} and {folder} has {_gib(free)} free")
+        need_text, free_text = memory.bytes_text(need), memory.bytes_text(free)
+        raise NotEnoughRoom(f"the cache needs {need_text} and {folder} has {free_text} free")
 
 
 def allocate(folder: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -106,7 +107,3 @@ def _entries(folder: str, names: list[str]) -> list[housekeeping.Entry]:
 
 
 ROWS = housekeeping.Kind("memory-cache file", _entries)
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
