@@ -14,7 +14,7 @@ from collections.abc import Callable
 import tensorflow_datasets as tfds
 from etils import epath
 
-from fast_tfds.core.commands import tfds_build_command
+from fast_tfds.core.commands import absolute_path, tfds_build_command
 
 
 class DatasetNotBuilt(ValueError):
@@ -250,15 +250,10 @@ def build_command(
         options += ["--file_format", str(getattr(file_format, "value", file_format))]
     manual_dir = getattr(download_config, "manual_dir", None)
     if manual_dir:
-        options += ["--manual_dir", _absolute(manual_dir)]
+        options += ["--manual_dir", absolute_path(manual_dir)]
     return tfds_build_command(
         builder.name,
         module=type(builder).__module__,
         data_dir=builder.data_dir_root,
         options=tuple(options),
     )
-
-
-def _absolute(path: str | os.PathLike) -> str:
-    path = os.fspath(path)
-    return path if "://" in path else os.path.abspath(os.path.expanduser(path))

@@ -27,13 +27,15 @@ def tfds_build_command(
     package = (module or "").partition(".")[0]
     if package and package not in ("__main__", "tensorflow_datasets"):
         command += ["--imports", package]
-    data_dir = _absolute(data_dir)
-    if data_dir != _absolute(_default_data_dir()):
+    data_dir = absolute_path(data_dir)
+    if data_dir != absolute_path(_default_data_dir()):
         command += ["--data_dir", data_dir]
     return shlex.join([*command, *options])
 
 
-def _absolute(path: str | os.PathLike) -> str:
+def absolute_path(path: str | os.PathLike) -> str:
+    """`path` made absolute, `~` expanded (the same url for a path in a bucket): as a
+    suggested command must name it, to work from any folder."""
     path = os.fspath(path)
     return path if "://" in path else os.path.abspath(os.path.expanduser(path))
 
