@@ -53,8 +53,7 @@ def looked_at(folder: str | None) -> list[tuple[housekeeping.Kind, str | Path, b
     return looked
 
 
-def list_command(args, out=None) -> int:
-    out = out or sys.stdout
+def list_command(args) -> int:
     here = Path(args.folder or ".")
     found = [
         (kind, where, always, housekeeping.find(where, kind))
@@ -63,19 +62,18 @@ def list_command(args, out=None) -> int:
     for *_, entries in found:
         for e in entries:
             line = f"{e.state:<50} {size_text(e.size):>12} {age_text(e.age_s):>11}"
-            print(f"{line}  {e.what}  {e.where}", file=out)
+            print(f"{line}  {e.what}  {e.where}")
     for kind, where, always, entries in found:
         # A default folder is always reported, so that the listing says where it is.
         if entries or always or Path(where) != here:
             total = size_text(sum(e.size for e in entries))
-            print(f"{len(entries)} {kind.noun}(s), {total} in {where}", file=out)
+            print(f"{len(entries)} {kind.noun}(s), {total} in {where}")
     return 0
 
 
-def clean_command(args, out=None) -> int:
+def clean_command(args) -> int:
     """Removes, of every kind in every folder looked at, the caches `why_remove` names;
     never one that a running process holds."""
-    out = out or sys.stdout
     older_than_s = housekeeping.parse_age(args.older_than) if args.older_than else None
     verb = "would remove" if args.dry_run else "removed"
     for kind, where, always in looked_at(args.folder):
@@ -91,16 +89,15 @@ def clean_command(args, out=None) -> int:
             if reason is None or why_kept is not None:
                 kept += 1
                 if why_kept is not None:
-                    print(f"kept     {e.where} ({why_kept})", file=out)
+                    print(f"kept     {e.where} ({why_kept})")
                 continue
             removed += 1
             freed += e.size
-            print(f"{verb:<8} {e.where} ({reason}, {size_text(e.size)})", file=out)
+            print(f"{verb:<8} {e.where} ({reason}, {size_text(e.size)})")
         place = "" if always else f" in {where}"
         print(
             f"{verb.capitalize()} {removed} {kind.noun}(s){place}, {size_text(freed)}; "
             f"kept {kept}.",
-            file=out,
         )
     return 0
 
