@@ -30,17 +30,17 @@ def ordered_thread_map(
     items: Iterable[T],
     *,
     workers: int | None = None,
-    window: int | None = None,
 ) -> Iterator[R]:
     """Yields fn(item) for each item, in input order, computing ahead in threads.
 
-    At most `window` items are in flight (default: `default_window()`), so an
+    At most `window` items are in flight, WINDOW_PER_WORKER per worker (with the
+    default workers, `default_window()`), so an
     800 MB archive is never held in memory at once, and a consumer that stops
     after n results has made the input yield at most n - 1 + window items. Where
     fn raises (or the consumer stops), the items not started yet are not computed.
     """
     workers = workers or os.cpu_count() or 1
-    window = window or WINDOW_PER_WORKER * workers
+    window = WINDOW_PER_WORKER * workers
     pending: collections.deque[concurrent.futures.Future] = collections.deque()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         try:
