@@ -43,15 +43,12 @@ class NormalizedImage:
     source_format: str
 
 
-def normalize_image(
-    data: bytes, size: tuple[int, int] | None = None, quality: int = JPEG_QUALITY
-) -> NormalizedImage:
+def normalize_image(data: bytes, size: tuple[int, int] | None = None) -> NormalizedImage:
     """Decodes `data` completely and re-encodes it as an RGB baseline JPEG.
 
     Args:
       data: the file's bytes, whatever their real format.
       size: (height, width) to resize to, or None to keep the source size.
-      quality: JPEG quality of the output.
 
     Raises:
       UndecodableImage: empty, not an image, truncated, corrupt or too large.
@@ -76,7 +73,7 @@ def normalize_image(
         if size is not None and rgb.size != (size[1], size[0]):
             rgb = rgb.resize((size[1], size[0]), Image.Resampling.BILINEAR)
         out = io.BytesIO()
-        rgb.save(out, format="JPEG", quality=quality, progressive=False)
+        rgb.save(out, format="JPEG", quality=JPEG_QUALITY, progressive=False)
     except UndecodableImage:
         raise
     except UnidentifiedImageError:
