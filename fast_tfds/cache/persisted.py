@@ -689,12 +689,12 @@ class ServedFile(memory.Backing):
         self.reads_ahead = reads_ahead
 
     def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
-        """The file's columns `wanted`; a ValueError if they are not of that layout."""
+        """The file's columns `wanted` (shapes as tuples, dtypes as np.dtype: as `Store`
+        asks); a ValueError if they are not of that layout."""
         given = _named(self.rows, self.names, wanted)
         found = {k: (a.shape, a.dtype) for k, a in given.items()}
-        expected = {k: (tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in wanted.items()}
-        if found != expected:
-            raise ValueError(f"the persistent file holds {found}, not {expected}")
+        if found != wanted:
+            raise ValueError(f"the persistent file holds {found}, not {wanted}")
         return given
 
 
