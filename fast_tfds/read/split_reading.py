@@ -160,13 +160,11 @@ class Reading:
         """[2] int64: the stateless seed of `epoch`'s random choices (salted per use)."""
         return tf.stack([tf.constant(self.seed, tf.int64), tf.cast(epoch, tf.int64) + (salt << 32)])
 
-    def records(
-        self, epoch=None, *, indices_only: bool = False, with_indices: bool = True
-    ) -> tf.data.Dataset:
+    def records(self, epoch=None, *, indices_only: bool = False) -> tf.data.Dataset:
         """(example index, serialized record) pairs of `epoch`, files in the order the
         epoch reads them (the record order unless shuffling; `epoch` None: always the
         record order). `indices_only`: the indices alone, in the same order, nothing
-        read; `with_indices=False`: the records alone."""
+        read."""
         file_seed = None
         if self.order.shuffle and epoch is not None:
             file_seed = self.epoch_seed(epoch, salt=1)
@@ -176,7 +174,6 @@ class Reading:
             file_seed=file_seed,
             deterministic=self.order.deterministic,
             records=not indices_only,
-            indices=with_indices,
             copies=None if indices_only else self.shard_copies,
         )
 
