@@ -35,11 +35,11 @@ class Backing(abc.ABC):
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
         """The arrays for `wanted` (zero-initialised, or the rows of a complete file)."""
 
-    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:  # noqa: B027
+    @abc.abstractmethod
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
         """Every row of `arrays` (what `columns` gave) is written: rows on disk are
         written back, a persistent file is written out; `replace` may later be called to
-        serve the same rows from elsewhere. By default nothing (anonymous memory, a
-        complete file)."""
+        serve the same rows from elsewhere."""
 
 
 class InMemory(Backing):
@@ -47,6 +47,9 @@ class InMemory(Backing):
 
     def columns(self, wanted: Wanted) -> dict[str, np.ndarray]:
         return {name: allocate_in_memory(shape, dtype) for name, (shape, dtype) in wanted.items()}
+
+    def filled(self, arrays: dict[str, np.ndarray], replace: Replace) -> None:
+        pass
 
 
 IN_MEMORY = InMemory()

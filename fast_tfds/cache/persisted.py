@@ -680,8 +680,7 @@ class FileFill(memory.Backing):
 class ServedFile(memory.Backing):
     """The backing of a cache served from a complete persistent file: its `rows` (by the
     file's names; `names`: the file's name of each column the cache asks for, where it
-    differs), read ahead when they exceed the memory budget (`reads_ahead`). Complete from
-    the start: nothing to do once filled."""
+    differs), read ahead when they exceed the memory budget (`reads_ahead`)."""
 
     def __init__(self, rows: dict[str, np.ndarray], names=None, *, reads_ahead: bool = False):
         self.rows = rows
@@ -696,6 +695,9 @@ class ServedFile(memory.Backing):
         if found != wanted:
             raise ValueError(f"the persistent file holds {found}, not {wanted}")
         return given
+
+    def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
+        pass  # Complete from the start.
 
 
 def _named(file: dict[str, np.ndarray], names: dict[str, str], wanted) -> dict[str, np.ndarray]:
