@@ -33,11 +33,11 @@ def ordered_thread_map(
 ) -> Iterator[R]:
     """Yields fn(item) for each item, in input order, computing ahead in threads.
 
-    At most `window` items are in flight, WINDOW_PER_WORKER per worker (with the
-    default workers, `default_window()`), so an
-    800 MB archive is never held in memory at once, and a consumer that stops
-    after n results has made the input yield at most n - 1 + window items. Where
-    fn raises (or the consumer stops), the items not started yet are not computed.
+    At most a window of WINDOW_PER_WORKER items per worker is in flight (with the
+    default workers, `default_window()`), so an 800 MB archive is never held in
+    memory at once, and a consumer that stops after n results has made the input
+    yield at most n - 1 + window items. Where fn raises (or the consumer stops), the
+    items not started yet are not computed.
     """
     workers = workers or os.cpu_count() or 1
     window = WINDOW_PER_WORKER * workers
