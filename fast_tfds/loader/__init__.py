@@ -22,7 +22,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 
 from fast_tfds.augment import progressive  # noqa: E402
 from fast_tfds.cache.remote import copies  # noqa: E402
-from fast_tfds.core import dataset_hooks, sizes  # noqa: E402
+from fast_tfds.core import dataset_hooks, platform, sizes  # noqa: E402
 from fast_tfds.core.builder_lookup import (  # noqa: E402
     DatasetNotBuilt,
     load_builder,
@@ -75,6 +75,7 @@ def as_fast_loader(
         Dogs: crop_to_box, with_boxes, max_boxes; see
         stanford_dogs_tfrecord.as_fast_loader).
     """
+    platform.keep_freed_buffers()  # Each batch's buffer: not a page fault per 4 KiB.
     name, config = name_and_config(name, config)  # 'name/config' as tfds.load takes it
     hook = dataset_hooks.hook_for(name)
     settings, keywords = dataset_hooks.dataset_settings(

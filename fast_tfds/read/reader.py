@@ -14,7 +14,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from fast_tfds.cache.remote import copies
-from fast_tfds.core import dataset_hooks
+from fast_tfds.core import dataset_hooks, platform
 from fast_tfds.core.builder_lookup import load_builder, name_and_config, version_folder
 from fast_tfds.read import plans
 from fast_tfds.read.epochs import repeat_epochs
@@ -47,6 +47,7 @@ def as_fast_dataset(
       download_config: passed to the build, e.g. with a manual_dir.
       **options: the fields of `ReadOptions`, which documents each one.
     """
+    platform.keep_freed_buffers()  # Each batch's buffer: not a page fault per 4 KiB.
     name, config = name_and_config(name, config)  # 'name/config' as tfds.load takes it
     # A build in a bucket: its shards' copies start while the builder loads, for a read
     # that surely reads them all (`cache.remote.copies.opening`).
