@@ -6,9 +6,13 @@ code that uses them the same way."""
 from __future__ import annotations
 
 import errno
+import json
 import mmap
 import os
+import platform as python_platform
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -55,3 +59,56 @@ def test_the_fallback_refuses_more_than_the_disk_has_before_making_the_file(tmp_
         assert os.fstat(fd).st_size == 0
     finally:
         os.close(fd)
+
+
+# In a fresh process (the setting is the process's, made once): whether an 8 MiB buffer,
+# the first of its size (glibc adapts its threshold to a size once one is freed), is a
+# mapping of its own (glibc's mallinfo2: bytes in mmapped blocks while it is held) after
+# `keep_freed_buffers`.
+_KEEP = """
+import ctypes, json
+from fast_tfds.core import platform
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def mapped():
+    held = libc.malloc(8 << 20)
+    blocks = libc.mallinfo2().hblkhd
+    libc.free(held)
+    return blocks >= 8 << 20
+kept = platform.keep_freed_buffers()
+print(json.dumps([kept, platform.keep_freed_buffers(), mapped()]))
+"""
+
+
+@pytest.mark.skipif(
+    python_platform.libc_ver()[0] != "glibc",
+    reason="glibc's allocator only",
+)
+@pytest.mark.parametrize(
+    "env, kept",
+    [
+        ({}, True),
+        ({"FAST_TFDS_KEEP_FREED_BUFFERS": "0"}, False),
+        ({"MALLOC_TRIM_THRESHOLD_": "131072"}, False),
+    ],
+    ids=["default", "opted-out", "own-malloc-settings"],
+)
+def test_keep_freed_buffers_serves_batch_sized_buffers_from_the_heap_unless_told_not_to(env, kept):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "FAST_TFDS_KEEP"))}
+    done = subprocess.run(
+        [sys.executable, "-c", _KEEP],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first, second, mapped = json.loads(done.stdout.splitlines()[-1])
+    # Glibc's default: an 8 MiB buffer is a mapping of its own (returned to the kernel when
+    # freed); kept, it comes from the heap. Opted out: nothing changes.
+    assert (first, second, mapped) == (kept, kept, not kept)
