@@ -35,7 +35,7 @@ and modification times, or a bucket's objects with their sizes and generations, 
 size and dtype, the decoder's version, the features).
 Opening only compares the key (`key` makes it), so a file made from other inputs is
 never served. The columns' layout is planned only
-when this process fills the file (`open_or_plan`).
+when this process fills the file: the columns its cache asks for (`FileFill.columns`).
 
 Safety, in the order things can go wrong:
 - Two processes filling the same key: one takes the key's lock file (`flock`), the
@@ -77,7 +77,7 @@ from fast_tfds.cache import disk_rows, fingerprint, housekeeping, memory, placem
 from fast_tfds.cache import persistent_format as fmt
 from fast_tfds.cache import pictures as store
 from fast_tfds.cache.memory import Backing
-from fast_tfds.cache.pictures import HEIGHTS, PICTURES, WIDTHS
+from fast_tfds.cache.pictures import FEATURE, HEIGHTS, WIDTHS
 from fast_tfds.cache.remote import object_stores
 from fast_tfds.core import jpeg_blocks, platform
 
@@ -161,8 +161,6 @@ def not_kept(features: dict[str, tuple]) -> str | None:
 
 
 KIND = "pictures"  # What every persistent file's key says it holds.
-# The file's name of each kept feature (the store's other columns keep theirs).
-FEATURE = "feature/"
 
 
 def key(
@@ -214,15 +212,14 @@ class Stored:
     """A persistent file at `path`, as opening found it: its `backing`, a `ServedFile`
     (every column written: `filled`) or a `FileFill` to fill, or None where this run
     caches as without persist (`why`: why a process that only reads is not served, in a
-    few words); of a picture store, the reference sizes per slot its layout is made from
-    (None for the arena's rows)."""
+    few words); of a picture store, the picture column's layout, from the reference sizes
+    per slot (None for the arena's rows)."""
 
     path: Path
     backing: Backing | None = None
     filled: bool = False
     why: str = ""
-    heights: np.ndarray | None = None
-    widths: np.ndarray | None = None
+    pictures: store.PictureSizes | None = None
 
 
 def open_file(
@@ -289,8 +286,6 @@ def open_file(
     if made is None:
         return None, "cannot be keyed (the shard files are not local)"
     n = len(np.asarray(slot_examples).reshape(-1))
-    names = {k: FEATURE + k for k in features}
-    columns = {FEATURE + k: (tuple(shape), dtype) for k, (shape, dtype) in features.items()}
     feature_bytes = n * sum(
         int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         for shape, dtype in features.values()
@@ -300,34 +295,30 @@ def open_file(
 
     def plan():
         if not pictures:
-            return n, columns, over
+            return n, over
         heights, widths = (np.asarray(a, np.int64).reshape(-1) for a in sizes())
         nbytes = store.PictureSizes(heights, widths, output_size, shorter_side).nbytes
         planned.update({HEIGHTS: heights, WIDTHS: widths})
-        # The pictures' bytes and their reference sizes, beside the features.
-        columns.update(
-            {PICTURES: ((), np.uint8, nbytes), HEIGHTS: ((), np.int64), WIDTHS: ((), np.int64)}
-        )
-        return n, columns, not placement.fits_in_memory(nbytes + feature_bytes, budget)
+        return n, not placement.fits_in_memory(nbytes + feature_bytes, budget)
 
     opened = open_or_plan(
         folder,
         made,
         None if pictures and sizes is None else plan,
         what=what,
-        names=names,
         # Served rows of an arena over the budget are asked for ahead; a served picture
         # store's pictures are not.
         reads_ahead=over and not pictures,
     )
     if opened.backing is None:
         return None, opened.why and f"{opened.path.name} {opened.why}"
-    if opened.filled and any(name not in opened.backing.rows for name in names.values()):
+    if opened.filled and any(FEATURE + name not in opened.backing.rows for name in features):
         # The key names the layout; a mismatch is a damaged file.
         return None, f"{opened.path.name} lacks a column its key names"
     if pictures:
         found = opened.backing.rows if opened.filled else planned
-        opened.heights, opened.widths = found[HEIGHTS], found[WIDTHS]
+        heights, widths = found[HEIGHTS], found[WIDTHS]
+        opened.pictures = store.PictureSizes(heights, widths, output_size, shorter_side)
     return opened, ""
 
 
@@ -350,10 +341,9 @@ def file_name(key: dict) -> str:
 def open_or_plan(
     folder: str | os.PathLike | None,
     key: dict,
-    plan: Callable[[], tuple[int, dict[str, tuple], bool]] | None,
+    plan: Callable[[], tuple[int, bool]] | None,
     *,
     what: str | None,
-    names: dict[str, str] | None = None,
     reads_ahead: bool = False,
 ) -> Stored:
     """The persistent file of `key` in `folder`: served if a good file is there, else
@@ -362,14 +352,13 @@ def open_or_plan(
     A good file of `key` is served whatever its columns: the key names everything they
     were made from (`reads_ahead`: its rows exceed the memory budget). `plan()` runs only
     when this process fills the file, holding the key's lock (the picture store's layout
-    takes a pass over the JPEG headers), and gives (num_examples, columns, read_ahead):
-    `columns` is {name: (one row's shape, dtype[, a row count of the column's own])};
+    takes a pass over the JPEG headers), and gives (num_examples, read_ahead):
     `read_ahead`: the rows exceed the memory budget, so served epochs ask for their rows
-    ahead (as `disk_rows` does). The data checksum is made once every row is written, so
-    a fill may write in any order.
-    `names`: the file's name of each column the cache asks its backing for, where it
-    differs. `folder` None: the default cache folder (`disk_rows.default_folder`). `plan`
-    None: never a fill, nothing logged (a process that only reads: the loader's workers)."""
+    ahead (as `disk_rows` does). The file's columns are those the cache asks its backing
+    for (`FileFill.columns`). The data checksum is made once every row is written, so a
+    fill may write in any order.
+    `folder` None: the default cache folder (`disk_rows.default_folder`). `plan` None:
+    never a fill, nothing logged (a process that only reads: the loader's workers)."""
     key = json.loads(json.dumps(key))
     folder = Path(disk_rows.default_folder() if folder is None else folder)
     path = folder / file_name(key)
@@ -382,7 +371,7 @@ def open_or_plan(
                 path,
                 memory.bytes_text(size),
             )
-        return Stored(path, ServedFile(rows, names, reads_ahead=reads_ahead), filled=True)
+        return Stored(path, ServedFile(rows, reads_ahead=reads_ahead), filled=True)
     if plan is None:
         return Stored(path, why=bad or "is not there")
     try:
@@ -414,17 +403,16 @@ def open_or_plan(
         rows, bad, _ = _open_checked(path, key)
         if rows is not None:
             os.close(lock_fd)
-            return Stored(path, ServedFile(rows, names, reads_ahead=reads_ahead), filled=True)
+            return Stored(path, ServedFile(rows, reads_ahead=reads_ahead), filled=True)
         if bad is not None:
             logging.warning("fast_tfds: the persistent cache %s %s: filling it again.", path, bad)
             path.unlink(missing_ok=True)
         housekeeping.record_holder(lock_fd)
-        num_examples, columns, read_ahead = plan()
-        layout = fmt.Layout.plan(key, num_examples, columns)
+        num_examples, read_ahead = plan()
     except BaseException:
         os.close(lock_fd)
         raise
-    return Stored(path, FileFill(path, layout, lock_fd, what, names, reads_ahead=read_ahead))
+    return Stored(path, FileFill(path, key, num_examples, lock_fd, what, reads_ahead=read_ahead))
 
 
 def _open_checked(path: Path, key: dict) -> tuple[dict[str, np.ndarray] | None, str | None, int]:
@@ -500,8 +488,9 @@ class FileFill(memory.Backing):
     Holds the key's lock from its creation until the file is renamed (or given up).
     If the disk lacks room, or the file cannot be made, the cache gets anonymous
     memory instead (one log line) and nothing is persisted. The data checksum is made
-    of the rows once every one is written (a fill writes them in any order).
-    `names`: the file's name of each column the cache asks for, where it differs.
+    of the rows once every one is written (a fill writes them in any order). The file's
+    `layout` (its header: `key`, `num_examples` and the columns) is planned from the
+    columns the cache asks for (`columns`).
 
     Rows within the memory budget (`reads_ahead` False): the fill writes anonymous
     memory, exactly as the memory arena does, while the file's blocks are reserved; then
@@ -512,12 +501,13 @@ class FileFill(memory.Backing):
     """
 
     def __init__(
-        self, path: Path, layout: fmt.Layout, lock_fd: int, what: str, names=None, *, reads_ahead
+        self, path: Path, key: dict, num_examples: int, lock_fd: int, what: str, *, reads_ahead
     ):
         self.path = path
-        self.layout = layout
+        self.key = key
+        self.num_examples = num_examples
+        self.layout: fmt.Layout | None = None  # Planned when the cache asks for its columns.
         self.what = what
-        self.names: dict[str, str] = names or {}
         self.reads_ahead = reads_ahead
         self._lock = threading.Lock()
         # What an unfinished fill holds, let go once its file is in place or given up:
@@ -525,7 +515,7 @@ class FileFill(memory.Backing):
         self._held = contextlib.ExitStack()
         self._held.callback(_close_fd, lock_fd)
         self._temp: Path | None = None
-        self._current: dict[str, np.ndarray] | None = None  # Every column, by the file's names.
+        self._current: dict[str, np.ndarray] | None = None  # Every column.
         self._fd: int | None = None
         self._region: mmap.mmap | None = None
         self.persisted = False
@@ -534,8 +524,9 @@ class FileFill(memory.Backing):
         weakref.finalize(self, self._held.close)
 
     def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
-        """The cache's arrays over a new temporary file (or memory, when there is no
-        room for one); asked once, by the cache this fill backs."""
+        """The cache's arrays over a new temporary file laid out as `wanted` (or memory, when
+        there is no room for one); asked once, by the cache this fill backs."""
+        self.layout = fmt.Layout.plan(self.key, self.num_examples, wanted)
         with self._lock:
             try:
                 self._current = self._new_file()
@@ -559,7 +550,7 @@ class FileFill(memory.Backing):
             self.path,
             self.path.parent,
         )
-        return _named(self._current, self.names, wanted)
+        return self._current
 
     def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         """Every row is written: the file is written back, verified, given its header
@@ -579,8 +570,8 @@ class FileFill(memory.Backing):
 
     def _new_file(self) -> dict[str, np.ndarray]:
         """A new temporary file beside the final one, locked and with every block
-        reserved (its descriptor in `_fd`); the arrays the fill writes (every column, by
-        the file's names): the file's mapping, or memory within the budget."""
+        reserved (its descriptor in `_fd`); the arrays the fill writes (every column): the
+        file's mapping, or memory within the budget."""
         self._temp = self.path.with_name(
             f"{self.path.name}{fmt.TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         )
@@ -644,7 +635,7 @@ class FileFill(memory.Backing):
                     memory.read_randomly(self._region)
                     return
                 self._region = region
-                replace(given, _named(views, self.names, given))
+                replace(given, views)
                 # The filled memory goes once nothing else holds it: the mapping serves now.
                 self._current = None
             except (OSError, fmt.BadFile) as err:
@@ -679,18 +670,17 @@ class FileFill(memory.Backing):
 
 class ServedFile(memory.Backing):
     """The backing of a cache served from a complete persistent file: its `rows` (by the
-    file's names; `names`: the file's name of each column the cache asks for, where it
-    differs), read ahead when they exceed the memory budget (`reads_ahead`)."""
+    file's column names, which the cache asks for), read ahead when they exceed the
+    memory budget (`reads_ahead`)."""
 
-    def __init__(self, rows: dict[str, np.ndarray], names=None, *, reads_ahead: bool = False):
+    def __init__(self, rows: dict[str, np.ndarray], *, reads_ahead: bool = False):
         self.rows = rows
-        self.names: dict[str, str] = names or {}
         self.reads_ahead = reads_ahead
 
     def columns(self, wanted: memory.Wanted) -> dict[str, np.ndarray]:
         """The file's columns `wanted` (shapes as tuples, dtypes as np.dtype: as `Store`
         asks); a ValueError if they are not of that layout."""
-        given = _named(self.rows, self.names, wanted)
+        given = {name: self.rows[name] for name in wanted}
         found = {k: (a.shape, a.dtype) for k, a in given.items()}
         if found != wanted:
             raise ValueError(f"the persistent file holds {found}, not {wanted}")
@@ -698,12 +688,6 @@ class ServedFile(memory.Backing):
 
     def filled(self, arrays: dict[str, np.ndarray], replace: memory.Replace) -> None:
         pass  # Complete from the start.
-
-
-def _named(file: dict[str, np.ndarray], names: dict[str, str], wanted) -> dict[str, np.ndarray]:
-    """The file's columns `wanted` (names as the cache asks for them; `names`: the file's
-    name of each, where it differs)."""
-    return {name: file[names.get(name, name)] for name in wanted}
 
 
 def _close_fd(fd: int) -> None:

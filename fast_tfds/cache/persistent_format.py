@@ -87,18 +87,18 @@ class Layout:
 
     @classmethod
     def plan(cls, key: dict, num_examples: int, columns: dict[str, tuple]) -> Layout:
-        """The layout for `columns` ({name: (one row's shape, dtype)}, or (shape, dtype,
-        rows) for a column without one row per example), names sorted."""
+        """The layout for `columns` ({name: (shape, dtype)}, the shape's first dimension
+        the column's rows: one per example, or a count of the column's own, as the picture
+        store's bytes), names sorted."""
         made = time.time()
         # The header's length does not depend on the checksum's value (fixed width).
         placed, offset = [], 0
         for name in sorted(columns):
-            shape, dtype, *rows = columns[name]
-            rows = int(rows[0]) if rows else num_examples
+            (rows, *shape), dtype = columns[name]
             dtype = np.dtype(dtype)
-            nbytes = rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            nbytes = int(rows) * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             shape = tuple(int(s) for s in shape)
-            placed.append(ColumnLayout(name, shape, dtype, offset, nbytes, rows))
+            placed.append(ColumnLayout(name, shape, dtype, offset, nbytes, int(rows)))
             offset = _page_up(offset + nbytes)
         draft = cls(key, num_examples, tuple(placed), 0, made)
         start = _page_up(len(draft.header({c.name: 0 for c in placed})))

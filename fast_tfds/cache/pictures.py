@@ -31,8 +31,10 @@ from fast_tfds.cache.memory import allocate_in_memory, prefault
 from fast_tfds.core import jpeg_blocks
 from fast_tfds.core.dataset_hooks import Window
 
-# The picture column's names in a table: the pictures' bytes, and per slot the size
-# windows are drawn in (a persistent file keeps them under these names).
+# The column names in a table (a persistent file keeps its columns under them): each
+# feature's (FEATURE + its name), and the picture column's: the pictures' bytes, and per
+# slot the size windows are drawn in.
+FEATURE = "feature/"
 PICTURES, HEIGHTS, WIDTHS = "pictures", "reference_heights", "reference_widths"
 
 

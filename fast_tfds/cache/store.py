@@ -37,6 +37,7 @@ import numpy as np
 from fast_tfds.cache import persisted, placement
 from fast_tfds.cache.memory import IN_MEMORY, Backing, prefault, read_ahead_spans
 from fast_tfds.cache.pictures import (
+    FEATURE,
     HEIGHTS,
     PICTURES,
     WIDTHS,
@@ -67,6 +68,9 @@ class Store:
       pictures: the picture column's layout, or None for a table of fixed columns.
       filled: the backing's columns are all written already (a complete persistent
         file): served from the start.
+
+    Its columns (`arrays`: what the backing gives) are named as a persistent file keeps
+    them: each feature's FEATURE + its name, and the picture column's (`pictures`).
     """
 
     def __init__(
@@ -80,7 +84,8 @@ class Store:
         filled: bool = False,
     ):
         wanted = {
-            k: ((num_slots, *shape), np.dtype(dtype)) for k, (shape, dtype) in features.items()
+            FEATURE + k: ((num_slots, *shape), np.dtype(dtype))
+            for k, (shape, dtype) in features.items()
         }
         if pictures is not None:  # The pictures' bytes, and their reference sizes.
             wanted[PICTURES] = ((pictures.nbytes,), np.dtype(np.uint8))
@@ -99,7 +104,7 @@ class Store:
             self.pictures = PictureCache(*pictures, self.arrays[PICTURES], written=self.written)
         self.keys = sorted(features)
         # Looked up on each use: a persistent file moves the columns to its mapping.
-        self.features = {k: self.arrays[k] for k in self.keys}
+        self.features = {k: self.arrays[FEATURE + k] for k in self.keys}
         self.nbytes = sum(a.nbytes for a in self.arrays.values() if not a.dtype.hasobject)
         self._slot_of = slot_of
         self._lock = threading.Lock()
@@ -223,7 +228,7 @@ class Store:
         if self.pictures is not None:
             self.pictures.buffer = new[PICTURES]
         for name in self.features:
-            self.features[name] = new[name]
+            self.features[name] = new[FEATURE + name]
         self.arrays = new  # The filled memory goes with its last batch.
         return True
 
@@ -279,7 +284,7 @@ def open_store(
             what=what,
         )
         if opened is not None:
-            return file_store(opened, features, slot_of, output_size, shorter_side)
+            return file_store(opened, features, slot_of)
     pictures = PictureSizes(*sizes(), output_size, shorter_side)
     backing = placement.allocator(pictures.nbytes, what=what, cache_budget=budget, cache_dir=folder)
     return Store(n, features, slot_of, backing, pictures=pictures)
@@ -289,14 +294,13 @@ def file_store(
     opened: persisted.Stored,
     features: dict[str, tuple],
     slot_of: Callable[[np.ndarray], np.ndarray],
-    output_size: tuple[int, int],
-    shorter_side: int | None,
 ) -> Store:
     """The picture store over a persistent file's columns (`persisted.open_file`):
     served if the file is complete, else filled."""
-    pictures = PictureSizes(opened.heights, opened.widths, output_size, shorter_side)
-    n = len(opened.heights)
-    return Store(n, features, slot_of, opened.backing, pictures=pictures, filled=opened.filled)
+    n = len(opened.pictures.reference_heights)
+    return Store(
+        n, features, slot_of, opened.backing, pictures=opened.pictures, filled=opened.filled
+    )
 
 
 # -- the registry ------------------------------------------------------------------

@@ -136,11 +136,7 @@ def served(reopen: dict, required: bool = True) -> stores.Store | None:
             "num_workers=0 (or as_fast_dataset(augment=..., cache=True, persist=True))"
         )
     cache = stores.file_store(
-        stored,
-        reopen["features"],
-        _slot_of(reopen["shard_index"], reopen["shard_count"]),
-        reopen["output_size"],
-        reopen["shorter_side"],
+        stored, reopen["features"], _slot_of(reopen["shard_index"], reopen["shard_count"])
     )
     # Pickled to worker processes: the file is mapped again there (the page cache
     # shares it); any other store lives in its process only.

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from fast_tfds.cache import fingerprint, housekeeping, persisted
-from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
@@ -210,7 +209,8 @@ def test_a_persistent_file_written_before_is_served(build):
     assert opened is not None and opened.filled
     assert isinstance(opened.backing, persisted.ServedFile)
     assert opened.path == Path("cache") / LOCAL_NAME
-    pictures = PictureSizes(opened.heights, opened.widths, SIZE, SHORTER_SIDE)
+    pictures = opened.pictures
+    assert (pictures.output_size, pictures.shorter_side) == (SIZE, SHORTER_SIDE)
     served = Store(N, FEATURES, None, opened.backing, pictures=pictures, filled=opened.filled)
     heights, widths, labels = PINNED_ROWS
     np.testing.assert_array_equal(served.pictures.reference_heights, heights)

@@ -13,7 +13,6 @@ import pytest
 
 from fast_tfds.cache import housekeeping, persisted, persistent_format
 from fast_tfds.cache.persistent_format import read_header
-from fast_tfds.cache.pictures import PictureSizes
 from fast_tfds.cache.store import Store
 from fast_tfds.core import jpeg_blocks
 
@@ -121,10 +120,10 @@ def test_strings_and_targets_beyond_the_label_are_not_kept(shards, tmp_path, cap
 
 def store_of(opened: persisted.Stored, common: dict) -> Store:
     """The store a back end makes of an opened file (slot = example index)."""
-    pictures = PictureSizes(
-        opened.heights, opened.widths, common["output_size"], common["shorter_side"]
-    )
-    n = len(opened.heights)
+    pictures = opened.pictures
+    assert pictures.output_size == common["output_size"]
+    assert pictures.shorter_side == common["shorter_side"]
+    n = len(pictures.reference_heights)
     return Store(
         n, common["features"], None, opened.backing, pictures=pictures, filled=opened.filled
     )

@@ -18,6 +18,7 @@ import pytest
 
 from fast_tfds.cache import housekeeping, persisted, persistent_format
 from fast_tfds.cache.persistent_format import FORMAT_VERSION, read_header
+from fast_tfds.cache.pictures import FEATURE
 from fast_tfds.cache.store import Store
 
 N = 37
@@ -34,10 +35,9 @@ def rows() -> dict[str, np.ndarray]:
 
 
 def open_toy(folder: Path, key=KEY, *, read_ahead: bool = False) -> persisted.Stored:
-    """The file of `key` opened as the fallback's arena of examples opens it."""
-    return persisted.open_or_plan(
-        folder, key, lambda: (N, COLUMNS, read_ahead), what=f"toy {key['split']}"
-    )
+    """The file of `key` opened as the fallback's arena of examples opens it (a table of
+    COLUMNS, `fill`, lays a new file out)."""
+    return persisted.open_or_plan(folder, key, lambda: (N, read_ahead), what=f"toy {key['split']}")
 
 
 def fill(
@@ -61,13 +61,14 @@ def fill(
     if not read_ahead:  # Filled in memory, then served from the file's mapping.
         assert arena.arrays is not filled
         for k in arena.keys:
-            np.testing.assert_array_equal(arena.arrays[k], data[k])
+            np.testing.assert_array_equal(arena.features[k], data[k])
     return opened
 
 
 def served(folder: Path, key=KEY) -> dict[str, np.ndarray] | None:
+    """The rows of the file of `key`, by feature name, if it is served."""
     opened = open_toy(folder, key)
-    return opened.backing.rows if opened.filled else None
+    return {k: opened.backing.rows[FEATURE + k] for k in COLUMNS} if opened.filled else None
 
 
 @pytest.mark.parametrize("posix_fallocate", [True, False], ids=["posix_fallocate", "without"])
@@ -194,11 +195,12 @@ def test_columns_of_their_own_row_counts_planned_only_to_fill(tmp_path):
     data = {"bytes": np.arange(1000, dtype=np.uint8) % 251, "label": np.arange(N, dtype=np.int64)}
 
     def plan():
-        return N, {"bytes": ((), np.uint8, 1000), "label": ((), np.int64)}, False
+        return N, False
 
     opened = persisted.open_or_plan(tmp_path, key, plan, what="toy pictures")
     fill = opened.backing
-    arrays = fill.columns({c.name: ((c.rows, *c.shape), c.dtype) for c in fill.layout.columns})
+    assert fill.layout is None  # Laid out as the cache asks for its columns.
+    arrays = fill.columns({"bytes": ((1000,), np.uint8), "label": ((N,), np.int64)})
     assert {k: a.shape for k, a in arrays.items()} == {"bytes": (1000,), "label": (N,)}
     for k, a in arrays.items():
         a[...] = data[k]

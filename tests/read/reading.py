@@ -30,7 +30,7 @@ def batches_of(ds) -> int:
 
 def arena_rows(made) -> list[Output]:
     """Every row of an arena as an example: its image and its label."""
-    images, labels = made.arrays["image"], made.arrays["label"]
+    images, labels = made.features["image"], made.features["label"]
     return [Output(digest(i), int(label)) for i, label in zip(images, labels, strict=True)]
 
 

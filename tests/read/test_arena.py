@@ -126,7 +126,7 @@ def test_transformed_examples_are_copied_into_the_arena(cats_data_dir, stored):
     before = _keys()
     ds = read(cats_data_dir, image_size=32, transform=dict)
     made = _new_arena(before)
-    assert made.arrays["image"].shape == (len(truth), 32, 32, 3)
+    assert made.features["image"].shape == (len(truth), 32, 32, 3)
     epochs = [epoch(ds) for _ in range(3)]
     for examples in epochs:
         truth.check(examples, size=32)
@@ -174,11 +174,11 @@ def test_rows_come_from_the_backing_given_which_is_told_once_filled():
             told.append(arrays)
 
     store = stores.Store(3, {"label": ((), np.int64)}, None, Recorded())
-    assert made == [{"label": ((3,), np.dtype(np.int64))}]
+    assert made == [{"feature/label": ((3,), np.dtype(np.int64))}]
     assert store.begin(True) == stores.FILL
     store.write(np.arange(3), np.array([7, 8, 9]))
     assert store.filled and store.begin(True) == stores.SERVE
-    np.testing.assert_array_equal(store.arrays["label"], [7, 8, 9])
+    np.testing.assert_array_equal(store.features["label"], [7, 8, 9])
     assert len(told) == 1 and told[0] is store.arrays
 
 
@@ -187,7 +187,7 @@ def test_a_block_is_backed_by_memory_before_it_is_written():
     import resource
 
     store = stores.Store(16, {"image": ((224, 224, 3), np.uint8)})
-    rows = store.arrays["image"]
+    rows = store.features["image"]
 
     def faults_writing(block):
         before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt

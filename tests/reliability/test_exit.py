@@ -84,7 +84,7 @@ else:
     import fast_tfds.loader.pipeline  # noqa: F401  (registers the loader's exit hook)
 
 def fill():
-    plan = lambda: (256, {"image": ((512, 512), np.uint8)}, False)
+    plan = lambda: (256, False)
     opened = persisted.open_or_plan(Path(sys.argv[2]), KEY, plan, what="toy train")
     store = Store(256, {"image": ((512, 512), np.uint8)}, None, opened.backing)
     store.write(np.arange(256), np.full((256, 512, 512), 7, np.uint8))
@@ -116,4 +116,4 @@ def test_a_fill_completed_during_exit_is_written_out_before_finalization(hook, t
     key = {"dataset": "toy/1/1.0.0", "split": "train", "shards": []}
     served = persisted.open_or_plan(tmp_path, key, None, what=None)
     assert served.filled, served.why
-    assert (served.backing.rows["image"] == 7).all()
+    assert (served.backing.rows["feature/image"] == 7).all()
