@@ -391,9 +391,8 @@ def fingerprints(folder: str, keep: Callable[[str], bool]) -> list[list]:
         raise NotKeyed(f"listing {folder} gave no answer within {timeout:g} s") from None
     except Exception as error:  # noqa: BLE001  (one line for the log)
         raise NotKeyed(f"listing {folder} failed ({said_of(error)})") from None
-    found = [
+    return sorted(
         store.fingerprint(store.url(entry["name"]), entry)
         for name, entry in listed.items()
         if keep(name)
-    ]
-    return sorted(found)
+    )
