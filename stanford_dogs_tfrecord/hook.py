@@ -49,8 +49,7 @@ class StanfordDogsHook(dataset_hooks.DatasetHook):
         )
 
     def finish_dataset(self, ds: Any, settings: Mapping[str, Any], *, as_supervised: bool) -> Any:
-        if as_supervised and not (settings["with_boxes"] or settings["crop_to_box"]):
-            return ds
+        # `boxes.finish` returns the (image, label) pairs as they are, with or without crops.
         from stanford_dogs_tfrecord import boxes
 
         return boxes.finish(ds, with_boxes=settings["with_boxes"], as_supervised=as_supervised)
