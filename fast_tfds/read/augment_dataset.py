@@ -63,20 +63,16 @@ def block_size(reading: Reading) -> int:
     return reading.batching.batch_size or UNBATCHED_BLOCK
 
 
-def parsed_blocks(reading: Reading, indexed: tf.data.Dataset):
-    """(indices [b], batch dict with 'image' JPEG bytes [b] and, where a transform names
-    one, WINDOW_KEY [b, 4]) blocks of the (index, record) pairs `indexed`, in their
-    order; the last block may be partial."""
+def record_blocks(reading: Reading, indexed: tf.data.Dataset):
+    """(indices [b], block) blocks of the (index, record) pairs `indexed`, in their order;
+    the last block may be partial. Where the dataset's features parse in blocks, a block
+    is the serialized records, which `parsed` parses in the map that uses the block (a
+    pipeline stage less per block: the fill decodes in that map too); else the examples a
+    transform made of them (`parsed` gives them as they are)."""
     order, block = reading.order, block_size(reading)
     ds = indexed
     if reading.parse_batch is not None:
-        parse_batch = reading.parse_batch
-        ds = ds.batch(block)
-        return ds.map(
-            lambda indices, serialized: (indices, parse_batch(serialized)),
-            num_parallel_calls=AUTOTUNE,
-            deterministic=order.deterministic,
-        )
+        return ds.batch(block)
     parse = make_parser(reading.features, reading.transform, reading.keys)
     ds = ds.map(
         lambda index, serialized: (index, parse(serialized)),
@@ -93,9 +89,15 @@ def parsed_blocks(reading: Reading, indexed: tf.data.Dataset):
 
 
 def epoch_blocks(reading: Reading, epoch) -> tf.data.Dataset:
-    """`parsed_blocks` of `epoch`'s records, in the order that epoch streams them (files
+    """`record_blocks` of `epoch`'s records, in the order that epoch streams them (files
     and shuffle buffer seeded from (seed, epoch)); epoch None: the record order."""
-    return parsed_blocks(reading, reading.shuffled(reading.records(epoch), epoch))
+    return record_blocks(reading, reading.shuffled(reading.records(epoch), epoch))
+
+
+def parsed(reading: Reading, block) -> dict:
+    """A block of `record_blocks` as a batch dict: 'image' JPEG bytes [b], the other
+    features and, where a transform names one, WINDOW_KEY [b, 4]."""
+    return dict(block) if reading.parse_batch is None else reading.parse_batch(block)
 
 
 def windows_of(batch: dict) -> tf.Tensor:
@@ -213,8 +215,8 @@ def stream(reading: Reading):
         if batched:
             ds = ds.skip(first)
 
-        def run(indices, batch):
-            batch = dict(batch)
+        def run(indices, block):
+            batch = parsed(reading, block)
             boxes = windows_of(batch)
             images = tf.numpy_function(
                 decode, [epoch, indices, batch["image"], boxes], tf.uint8, stateful=False

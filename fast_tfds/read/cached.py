@@ -358,7 +358,7 @@ def cached_features(reading: Reading) -> dict[str, tf.TensorSpec]:
     if reading.parse_batch is not None:  # Fixed features, parsed in blocks: traced once.
         spec = reading.parse_batch.example_spec
     else:  # A transform's output: the spec of its blocks, one example's part.
-        blocks = augmented.parsed_blocks(reading, reading.records()).element_spec[1]
+        blocks = augmented.record_blocks(reading, reading.records()).element_spec[1]
         spec = {
             k: tf.TensorSpec(v.shape[1:], v.dtype) if isinstance(v, tf.TensorSpec) else v
             for k, v in blocks.items()
@@ -385,7 +385,7 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
             lambda i, s: (i, tf.io.parse_example(s, image_only)["image"], tf.zeros([0, 0]))
         )
     else:
-        ds = augmented.parsed_blocks(reading, indexed).map(
+        ds = augmented.record_blocks(reading, indexed).map(
             lambda i, batch: (i, batch["image"], augmented.windows_of(dict(batch)))
         )
     heights, widths = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -440,8 +440,8 @@ def cached_batches(reading: Reading):
     augment, seed, sizes = reading.augment, reading.seed, augmented.epoch_sizes(reading)
     num_threads = platform.available_cpus()
 
-    def put(indices, batch):
-        batch = dict(batch)
+    def put(indices, block):
+        batch = augmented.parsed(reading, block)
         boxes = augmented.windows_of(batch)  # Taken out: the store keeps no windows.
         args = [indices, batch["image"], boxes, *(batch[k] for k in keys)]
         slots = tf.numpy_function(
