@@ -81,9 +81,12 @@ def keep_freed_buffers() -> bool:
     heap instead needs a fixed mmap threshold (32 MiB, glibc's largest) and a trim
     threshold (256 MiB) above what a few batches in flight free. Not done where the
     process sets glibc's `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` itself, or
-    with FAST_TFDS_KEEP_FREED_BUFFERS=0.
+    with FAST_TFDS_KEEP_FREED_BUFFERS=0 (any value but 0 and 1: a one-line ValueError).
     """
-    if os.environ.get(KEEP_FREED_BUFFERS_ENV, "1") == "0" or any(
+    asked = os.environ.get(KEEP_FREED_BUFFERS_ENV, "1")
+    if asked not in ("0", "1"):
+        raise ValueError(f"{KEEP_FREED_BUFFERS_ENV}={asked!r}: 1 (the default) or 0")
+    if asked == "0" or any(
         name in os.environ for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
     ):
         return False

@@ -112,3 +112,13 @@ def test_keep_freed_buffers_serves_batch_sized_buffers_from_the_heap_unless_told
     # Glibc's default: an 8 MiB buffer is a mapping of its own (returned to the kernel when
     # freed); kept, it comes from the heap. Opted out: nothing changes.
     assert (first, second, mapped) == (kept, kept, not kept)
+
+
+def test_keep_freed_buffers_refuses_a_setting_other_than_0_or_1(monkeypatch):
+    monkeypatch.setenv(platform.KEEP_FREED_BUFFERS_ENV, "no")
+    platform.keep_freed_buffers.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"^FAST_TFDS_KEEP_FREED_BUFFERS='no': 1 .* or 0$"):
+            platform.keep_freed_buffers()
+    finally:
+        platform.keep_freed_buffers.cache_clear()
