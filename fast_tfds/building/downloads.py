@@ -19,13 +19,14 @@ apart. `describe` puts any download exception into the same few words.
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import time
 import urllib.parse
 
 import requests
 import urllib3
+
+from fast_tfds.core.options import env_seconds
 
 # Seconds to wait for the connection, and then for each answer from the server.
 TIMEOUT_ENV = "FAST_TFDS_DOWNLOAD_TIMEOUT"
@@ -54,11 +55,8 @@ class DownloadProblem(Exception):
 
 
 def timeout_s() -> float:
-    value = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        return float(value) if value else DEFAULT_TIMEOUT_S
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={value!r}: not a number of seconds") from None
+    """FAST_TFDS_DOWNLOAD_TIMEOUT, else 30 s; a one-line ValueError for a bad value."""
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
 def check_url(url: str, expected_size: int | None = None) -> None:

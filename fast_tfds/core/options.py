@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 import warnings
 from collections.abc import Callable
@@ -108,6 +109,31 @@ def warn_renamed(old: str, new: str) -> None:
         FutureWarning,
         stacklevel=level,
     )
+
+
+def env_seconds(name: str, default: float) -> float:
+    """Environment variable `name` as a positive number of seconds, `default` where it is
+    unset or empty; a one-line ValueError naming it for anything else (the one reading of
+    every timeout a user sets: a bucket's reads, a download's answers)."""
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{name}={value!r}: must be a positive number of seconds")
+    return seconds
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """Environment variable `name` as 1 or 0, `default` where it is unset or empty; a
+    one-line ValueError naming it for anything else."""
+    value = os.environ.get(name, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{name}={value!r}: 1 or 0 (the default: {int(default)})")
+    return value == "1" if value else default
 
 
 def check_cache_dir(cache_dir: Any) -> None:

@@ -22,6 +22,8 @@ import os
 import sys
 import threading
 
+from fast_tfds.core.options import env_flag
+
 
 def available_cpus() -> int:
     """The number of CPUs this process may run on."""
@@ -83,10 +85,7 @@ def keep_freed_buffers() -> bool:
     process sets glibc's `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` itself, or
     with FAST_TFDS_KEEP_FREED_BUFFERS=0 (any value but 0 and 1: a one-line ValueError).
     """
-    asked = os.environ.get(KEEP_FREED_BUFFERS_ENV, "1")
-    if asked not in ("0", "1"):
-        raise ValueError(f"{KEEP_FREED_BUFFERS_ENV}={asked!r}: 1 (the default) or 0")
-    if asked == "0" or any(
+    if not env_flag(KEEP_FREED_BUFFERS_ENV, True) or any(
         name in os.environ for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
     ):
         return False

@@ -385,9 +385,12 @@ def reference_sizes(reading: Reading, slots: records.Slots) -> tuple[np.ndarray,
             lambda i, s: (i, tf.io.parse_example(s, image_only)["image"], tf.zeros([0, 0]))
         )
     else:
-        ds = augmented.record_blocks(reading, indexed).map(
-            lambda i, batch: (i, batch["image"], augmented.windows_of(dict(batch)))
-        )
+
+        def jpegs_and_windows(i, block):
+            batch = augmented.parsed(reading, block)
+            return i, batch["image"], augmented.windows_of(batch)
+
+        ds = augmented.record_blocks(reading, indexed).map(jpegs_and_windows)
     heights, widths = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for indices, jpegs, boxes in ds.as_numpy_iterator():
         refs = augmented.reference_boxes(indices, jpegs, boxes)

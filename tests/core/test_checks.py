@@ -52,6 +52,33 @@ def test_good_values_pass():
     options.check_seed(2**64 - 1)
 
 
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
+def test_a_bad_timeout_in_the_environment_is_one_line_naming_it(monkeypatch, value):
+    """Every timeout a user sets is read one way (`env_seconds`): a bucket's, a download's."""
+    from fast_tfds.building import downloads
+    from fast_tfds.cache.remote import object_stores
+
+    for module in (downloads, object_stores):
+        monkeypatch.setenv(module.TIMEOUT_ENV, value)
+        message = f"^{module.TIMEOUT_ENV}='{value}': must be a positive number of seconds$"
+        with pytest.raises(ValueError, match=message):
+            module.timeout_s()
+
+
+def test_settings_in_the_environment(monkeypatch):
+    monkeypatch.setenv("FAST_TFDS_X", "")
+    assert options.env_seconds("FAST_TFDS_X", 30.0) == 30.0
+    assert options.env_flag("FAST_TFDS_X", True) is True
+    monkeypatch.setenv("FAST_TFDS_X", "2.5")
+    assert options.env_seconds("FAST_TFDS_X", 30.0) == 2.5
+    for value, flag in [("0", False), ("1", True)]:
+        monkeypatch.setenv("FAST_TFDS_X", value)
+        assert options.env_flag("FAST_TFDS_X", not flag) is flag
+    monkeypatch.setenv("FAST_TFDS_X", "yes")
+    with pytest.raises(ValueError, match=r"^FAST_TFDS_X='yes': 1 or 0 \(the default: 0\)$"):
+        options.env_flag("FAST_TFDS_X", False)
+
+
 def test_image_sizes():
     assert sizes.check_image_size(None) is None
     assert sizes.check_image_size(96) == sizes.as_hw(96) == (96, 96)

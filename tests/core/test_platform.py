@@ -118,7 +118,9 @@ def test_keep_freed_buffers_refuses_a_setting_other_than_0_or_1(monkeypatch):
     monkeypatch.setenv(platform.KEEP_FREED_BUFFERS_ENV, "no")
     platform.keep_freed_buffers.cache_clear()
     try:
-        with pytest.raises(ValueError, match=r"^FAST_TFDS_KEEP_FREED_BUFFERS='no': 1 .* or 0$"):
+        with pytest.raises(
+            ValueError, match=r"^FAST_TFDS_KEEP_FREED_BUFFERS='no': 1 or 0 \(the default: 1\)$"
+        ):
             platform.keep_freed_buffers()
     finally:
         platform.keep_freed_buffers.cache_clear()

@@ -20,13 +20,14 @@ import base64
 import dataclasses
 import hashlib
 import importlib.util
-import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from fast_tfds.core.options import env_seconds
 
 # How long a read from a bucket (a copy, a record, a listing), or an upload to it (`fast-tfds
 # publish`), may wait without progress before it gives up: gcsfs and array_record's client
@@ -64,14 +65,7 @@ class NoAnswer(TimeoutError):
 def timeout_s() -> float:
     """FAST_TFDS_BUCKET_READ_TIMEOUT_S, else 120 s; a one-line ValueError for a bad value
     (every reader of a bucket, and every listing, asks this one)."""
-    value = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        seconds = float(value) if value else DEFAULT_TIMEOUT_S
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise ValueError(f"{TIMEOUT_ENV}={value!r}: must be a positive number of seconds")
-    return seconds
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
 def said_of(error: BaseException) -> str:
