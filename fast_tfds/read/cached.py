@@ -59,7 +59,7 @@ from fast_tfds.core.sizes import as_hw
 from fast_tfds.read import augment_dataset as augmented
 from fast_tfds.read import records
 from fast_tfds.read.decoding import WINDOW_KEY, fixed_window
-from fast_tfds.read.output import INDEX_KEY
+from fast_tfds.read.output import INDEX_KEY, gathered_unit_float
 from fast_tfds.read.records import batches_per_epoch
 from fast_tfds.read.split_reading import Reading
 
@@ -291,7 +291,7 @@ def arena_batches(reading: Reading, specs: dict[str, tf.TensorSpec]):
             slots,
         )
 
-    serving = gathering(key, specs, reading.slots)
+    serving = gathering(key, specs, reading)
 
     return cached_epochs(
         reading, key, arena, blocks, put, serving, replay=reading.service_address is None
@@ -314,11 +314,13 @@ def _columns(specs: dict[str, tf.TensorSpec]) -> dict[str, tuple]:
     }
 
 
-def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots) -> Serving:
+def gathering(key: int, specs: dict[str, tf.TensorSpec], reading: Reading) -> Serving:
     """The serving of a table whose batches are its rows as they are: each feature of
     `specs` gathered in the graph from its whole column (`Store.column`) of the table
     registered under `key`: the arena of examples, and a picture store that serves its
-    rows as they are (a plain read). A gather in the graph costs no Python per batch."""
+    rows as they are (a plain read). A gather in the graph costs no Python per batch;
+    uint8 images read as float32 are gathered and converted in one pass."""
+    slots = reading.slots
     n = len(slots.index)
     keys = sorted(specs)
 
@@ -341,8 +343,13 @@ def gathering(key: int, specs: dict[str, tf.TensorSpec], slots: records.Slots) -
             for k in keys
         )
 
+    def gather(key, values, at):
+        if key == "image" and values.dtype == tf.uint8 and reading.output_dtype == tf.float32:
+            return gathered_unit_float(values, at)
+        return tf.gather(values, at)
+
     def batch(_epoch, at, columns):
-        gathered = {k: tf.gather(values, at) for k, values in zip(keys, columns, strict=True)}
+        gathered = {k: gather(k, values, at) for k, values in zip(keys, columns, strict=True)}
         gathered[INDEX_KEY] = slots.tf_index(at)
         return gathered
 
@@ -484,7 +491,7 @@ def cached_batches(reading: Reading):
     plain = augment is None or augment == step.NO_AUGMENT
     if plain and cache.pictures.uniform and reading.size_schedule is None:
         rows = {"image": tf.TensorSpec(shape[1:], tf.uint8), **specs}
-        serving = gathering(key, rows, reading.slots)
+        serving = gathering(key, rows, reading)
 
     blocks = functools.partial(augmented.epoch_blocks, reading)
     return cached_epochs(reading, key, cache, blocks, put, serving)

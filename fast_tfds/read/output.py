@@ -14,6 +14,14 @@ def to_unit_float(images: tf.Tensor) -> tf.Tensor:
     return tf.cast(images, tf.float32) * (1.0 / 255.0)
 
 
+@tf.function(jit_compile=True, autograph=False)
+def gathered_unit_float(column: tf.Tensor, at: tf.Tensor) -> tf.Tensor:
+    """`to_unit_float(tf.gather(column, at))` in one pass: a served batch of a cache's
+    uint8 rows is read once and written once, as float32, not gathered as uint8 first
+    (docs/design.md)."""
+    return to_unit_float(tf.gather(column, at))
+
+
 INDEX_KEY = "index"
 
 
@@ -25,7 +33,7 @@ def make_output_fn(dtype: tf.DType, as_supervised: bool, supervised_keys, with_i
 
     def output(example: dict):
         image = example["image"]
-        if dtype == tf.float32:
+        if dtype == tf.float32 and image.dtype == tf.uint8:  # not served as float32 already
             image = to_unit_float(image)
         example = {**example, "image": image}
         if as_supervised:

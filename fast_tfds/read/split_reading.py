@@ -44,6 +44,8 @@ class Reading:
     transform: Callable[[dict], dict] | None
     keys: set[str] | None  # The features to parse; None for all of them.
     output_fn: Callable  # fn(batch dict) -> the output (dtype, (image, label) or dict)
+    # The image's dtype in the output: the asked one, or uint8 with `mix_batch`.
+    output_dtype: tf.DType
     epochs: int | None  # Epochs per iteration; None for forever.
     service_address: str | None
     service_sharding: str
@@ -99,6 +101,7 @@ class Reading:
         if context is not None and opts.batch_size is not None:
             opts = opts.replace(batch_size=context.get_per_replica_batch_size(opts.batch_size))
         supervised_keys = builder.info.supervised_keys or ("image", "label")
+        output_dtype = opts.dtype if opts.mix is None else tf.uint8  # a mix blends uint8
         mix_batch = None
         if opts.mix is not None:
             mix_batch = mixed.mixer(
@@ -122,11 +125,9 @@ class Reading:
             transform=opts.transform,
             keys=keys,
             output_fn=make_output_fn(
-                opts.dtype if opts.mix is None else tf.uint8,
-                opts.as_supervised,
-                supervised_keys,
-                opts.with_index,
+                output_dtype, opts.as_supervised, supervised_keys, opts.with_index
             ),
+            output_dtype=output_dtype,
             epochs=opts.epochs,
             service_address=service_address,
             service_sharding=opts.service_sharding,
