@@ -343,8 +343,8 @@ def gathering(key: int, specs: dict[str, tf.TensorSpec], reading: Reading) -> Se
             for k in keys
         )
 
-    def gather(key, values, at):
-        if key == "image" and values.dtype == tf.uint8 and reading.output_dtype == tf.float32:
+    def gather(name, values, at):
+        if name == "image" and values.dtype == tf.uint8 and reading.output_dtype == tf.float32:
             return gathered_unit_float(values, at)
         return tf.gather(values, at)
 
