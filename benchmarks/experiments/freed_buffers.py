@@ -7,8 +7,11 @@ Every batch the reader serves is a new buffer of a few MiB. glibc hands a freed 
 that size back to the kernel, so the next one costs a page fault per 4 KiB; the front doors
 ask glibc to keep them (`docs/design.md`, the pipeline's step 4). This times the served
 epochs of three reads of the generated Cats vs Dogs sample, each in a fresh process, once as
-the library does and once with FAST_TFDS_KEEP_FREED_BUFFERS=0 (glibc's defaults), the two
-back to back in interleaved rounds (the order swaps every round):
+the library does, once with FAST_TFDS_KEEP_FREED_BUFFERS=0 (glibc's defaults) and once as
+the library does in a process started with MALLOC_ARENA_MAX=1 (one malloc arena: a thread's
+arena keeps its buffers in heaps of at most 64 MiB, and glibc unmaps an extra heap once it
+is empty, so a float32 batch of 19 MiB can still cost fresh pages), back to back in
+interleaved rounds (the order turns every round):
 
 - default f32 / uint8: `as_fast_dataset("train")` of config 224 (float32, batch 32, cache),
   and the same with dtype=tf.uint8;
@@ -16,7 +19,8 @@ back to back in interleaved rounds (the order swaps every round):
   augment=fast_tfds.Augment().
 
 Epoch 1 (the fill) is timed, then `--epochs` served epochs together. Printed: images/s and
-images per CPU-second of the process (all its threads), per round, and the median ratio.
+images per CPU-second of the process (all its threads), per round, and the median ratios:
+kept / glibc's defaults, and one arena / kept.
 """
 
 from __future__ import annotations
@@ -57,7 +61,13 @@ _CHILD = textwrap.dedent(
     """
 )
 READS = ("default f32", "default uint8", "augmented uint8")
-SETTINGS = {"kept": {}, "glibc's": {"FAST_TFDS_KEEP_FREED_BUFFERS": "0"}}
+SETTINGS = {
+    "kept": {},
+    "glibc's": {"FAST_TFDS_KEEP_FREED_BUFFERS": "0"},
+    "one arena": {"MALLOC_ARENA_MAX": "1"},
+}
+# (numerator, denominator) of each table of ratios.
+COMPARED = (("kept", "glibc's"), ("one arena", "kept"))
 
 
 def main() -> None:
@@ -78,7 +88,8 @@ def main() -> None:
     found: dict[tuple[str, str], list[dict]] = {}
     for round_ in range(args.rounds):
         for read in READS:
-            order = list(SETTINGS) if round_ % 2 == 0 else list(SETTINGS)[::-1]
+            turn = round_ % len(SETTINGS)
+            order = list(SETTINGS)[turn:] + list(SETTINGS)[:turn]
             for setting in order:
                 done = subprocess.run(
                     [sys.executable, "-c", _CHILD, str(data_dir), read, str(args.epochs)],
@@ -99,21 +110,21 @@ def main() -> None:
                     ),
                     flush=True,
                 )
-    print(f"\nFill and {args.epochs} served epochs, kept buffers / glibc's defaults:")
-    print(f"{'row':25} {'images/s per round':30} {'median':>7}  {'per CPU-s per round':30} median")
-    for read in READS:
-        for phase in ("fill", "served"):
-            cells = []
-            for key in ("rate", "per_cpu"):
-                ratios = [
-                    kept[phase][key] / default[phase][key]
-                    for kept, default in zip(
-                        found[(read, "kept")], found[(read, "glibc's")], strict=True
-                    )
-                ]
-                words = " ".join(f"{r:.2f}" for r in ratios)
-                cells.append(f"{words:30} {statistics.median(ratios):6.2f}x")
-            print(f"{read + ' ' + phase:25} {cells[0]}  {cells[1]}")
+    for top, bottom in COMPARED:
+        print(f"\nFill and {args.epochs} served epochs, {top} / {bottom}:")
+        heads = f"{'images/s per round':30} {'median':>7}  {'per CPU-s per round':30} median"
+        print(f"{'row':25} {heads}")
+        for read in READS:
+            for phase in ("fill", "served"):
+                cells = []
+                for key in ("rate", "per_cpu"):
+                    ratios = [
+                        a[phase][key] / b[phase][key]
+                        for a, b in zip(found[(read, top)], found[(read, bottom)], strict=True)
+                    ]
+                    words = " ".join(f"{r:.2f}" for r in ratios)
+                    cells.append(f"{words:30} {statistics.median(ratios):6.2f}x")
+                print(f"{read + ' ' + phase:25} {cells[0]}  {cells[1]}")
 
 
 if __name__ == "__main__":
