@@ -172,20 +172,18 @@ class PictureCache:
     def fill(self, slot: int, jpeg: bytes, window: Window | None = None) -> None:
         """Decodes `jpeg` (cut to `window`, in the stored image's pixels: the part the
         reference size describes) into `slot` at the cache resolution, and marks it."""
-        start, height, width = int(self.offsets[slot]), *self.shape(slot)
-        end = start + height * width * 3
+        place = self.view(slot)
         # The buffer's pages are backed (`memory.prefault`: one system call, not a page
         # fault per 4 KiB) a chunk at a time, when the first picture in the chunk is
         # written: a call per picture costs ~7 us of fixed overhead, which the fill
         # writes in a random order (by slot) paid on every picture (docs/design.md).
-        first, last = start // BACKED_CHUNK, (end - 1) // BACKED_CHUNK
-        for chunk in range(first, last + 1):
+        start = int(self.offsets[slot])
+        for chunk in range(start // BACKED_CHUNK, (start + place.nbytes - 1) // BACKED_CHUNK + 1):
             if not self._backed[chunk]:
                 prefault(self.buffer[chunk * BACKED_CHUNK : (chunk + 1) * BACKED_CHUNK])
                 self._backed[chunk] = True  # Two threads backing one chunk: harmless.
-        place = self.buffer[start:end].reshape(height, width, 3)
         jpeg_blocks.decode_resized_into(jpeg, place, window)
-        self.written[slot] = True
+        self.mark(slot)
 
     @property
     def uniform(self) -> bool:
