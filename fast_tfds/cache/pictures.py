@@ -175,8 +175,9 @@ class PictureCache:
         place = self.view(slot)
         # The buffer's pages are backed (`memory.prefault`: one system call, not a page
         # fault per 4 KiB) a chunk at a time, when the first picture in the chunk is
-        # written: a call per picture costs ~7 us of fixed overhead, which the fill
-        # writes in a random order (by slot) paid on every picture (docs/design.md).
+        # written. The fill writes pictures by slot in a random order, so a call per
+        # picture cannot cover a block, and its ~7 us of fixed overhead was paid on
+        # every picture (docs/design.md).
         start = int(self.offsets[slot])
         for chunk in range(start // BACKED_CHUNK, (start + place.nbytes - 1) // BACKED_CHUNK + 1):
             if not self._backed[chunk]:
