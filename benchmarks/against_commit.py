@@ -27,6 +27,10 @@ resized crop + flip, as benchmarks.persist and benchmarks.recipes do):
   process then waits until the file is in place, untimed), and epoch 1 of a second
   process, served from that file;
 - tf.data plain / augmented stream: as_fast_dataset(cache=False), epochs 1-2.
+- tf.data transform fill / served: the plain read with transform= a function that
+  returns its example unchanged: each example decoded alone, and copied into the arena
+  of examples (epoch 1), then served from it (the plan of a `transform`, such as
+  Stanford Dogs' crop to the box, and of a tf.data service's examples).
 - tf.data default f32 / uint8 fill / served: the default read of config `224`,
   as_fast_dataset("train") with no other option (float32, batch 32, cache=True,
   shuffled without a seed), and the same with dtype=tf.uint8: epoch 1, then epochs 2-3.
@@ -81,6 +85,8 @@ _CHILD = textwrap.dedent(
         options.update(image_size=224, batch_size=spec["batch"], seed=0, cache=spec["cache"])
     if spec["augment"]:
         options["augment"] = fast_tfds.Augment()
+    if spec["transform"]:
+        options["transform"] = lambda example: example  # the plan of any transform
     if spec["persist"]:
         options.update(persist=True, cache_dir=spec["cache_dir"])
     if spec["loader"]:
@@ -125,6 +131,7 @@ MEASUREMENTS = {
     "persist_read": ({**_PLAIN, "persist": True}, {"persist served": [0]}),
     "tf_plain_stream": ({**_PLAIN, "cache": False}, {"tf.data plain stream": [0, 1]}),
     "tf_aug_stream": ({**_AUG, "cache": False}, {"tf.data augmented stream": [0, 1]}),
+    "tf_transform": ({**_PLAIN, "transform": True}, _rows("tf.data transform")),
     # The default read: only the dtype named (no seed, batch 32, cache=True).
     "tf_default": (_DEFAULT, _rows("tf.data default f32")),
     "tf_default_uint8": ({**_DEFAULT, "dtype": "uint8"}, _rows("tf.data default uint8")),
@@ -136,7 +143,7 @@ def child(tree: Path, spec_in: dict) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": str(tree), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["TF_ENABLE_ONEDNN_OPTS"] = "0"
     spec = {"tree": str(tree), "probe": False, "persist": False, "cache": True, "batch": BATCH}
-    spec.update(defaults=False, dtype="uint8")
+    spec.update(defaults=False, dtype="uint8", transform=False)
     spec.update(spec_in)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(spec)],
